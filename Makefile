@@ -1,0 +1,34 @@
+# Every target sets up what it needs: `make test` on a fresh clone creates .venv and installs the project.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: test lint demo bench fixtures clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[all,dev]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/mypy
+
+demo: $(STAMP)
+	$(BIN)/python examples/demo_agent.py
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run_all.py
+
+# Regenerate tests/fixtures with the real instrumentation libraries (one virtualenv per environment).
+fixtures:
+	bash tests/fixtures/regenerate.sh
+
+clean:
+	rm -rf $(VENV) .fixture-envs

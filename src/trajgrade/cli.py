@@ -1,0 +1,176 @@
+"""The ``trajgrade`` command: trajectory, grade, validate, graders.
+
+Exit codes: 0 all good; 1 a run failed its graders (``grade``); 2 unreadable input or a bad config (the
+other inputs are still read and printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from trajgrade import __version__
+from trajgrade.exceptions import ConfigError, TraceDecodeError
+from trajgrade.readers import read_path
+from trajgrade.report import jsonable, trajectory_to_dict
+from trajgrade.trajectory import SpanRecord, Trajectory, build_trajectories, normalize
+from trajgrade.trajectory.cost import Price
+
+__all__ = ["main"]
+
+
+def _read_all(paths: Sequence[str]) -> tuple[list[SpanRecord], list[str]]:
+    records: list[SpanRecord] = []
+    problems: list[str] = []
+    for path in paths:
+        try:
+            spans = read_path(path)
+        except TraceDecodeError as e:
+            problems.append(str(e))
+            continue
+        records.extend(normalize(span, keep_attributes=span.parent_span_id is None) for span in spans)
+    return records, problems
+
+
+def _trajectories(paths: Sequence[str], prices: dict[str, Price] | None = None) -> tuple[list[Trajectory], list[str]]:
+    records, problems = _read_all(paths)
+    return build_trajectories(records, prices=prices), problems
+
+
+def _print_problems(problems: Sequence[str]) -> None:
+    for problem in problems:
+        print(f"trajgrade: {problem}", file=sys.stderr)
+
+
+def cmd_trajectory(args: argparse.Namespace) -> int:
+    runs, problems = _trajectories(args.paths)
+    if args.format == "json":
+        print(json.dumps({"runs": [trajectory_to_dict(t) for t in runs]}, indent=2, sort_keys=False))
+    else:
+        from trajgrade.text import print_trajectories
+
+        print_trajectories(runs)
+    _print_problems(problems)
+    return 2 if problems else 0
+
+
+def cmd_grade(args: argparse.Namespace) -> int:
+    from trajgrade.config import load_config
+    from trajgrade.suite import grade_run
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as e:
+        print(f"trajgrade: {e}", file=sys.stderr)
+        return 2
+    runs, problems = _trajectories(args.paths, dict(config.prices))
+    reports = [grade_run(config, t) for t in runs]
+    if args.format == "json":
+        from trajgrade.report import report_to_dict
+
+        print(json.dumps({"runs": [report_to_dict(r) for r in reports]}, indent=2))
+    else:
+        from trajgrade.text import print_reports
+
+        print_reports(reports)
+    _print_problems(problems)
+    if problems:
+        return 2
+    return 0 if all(r.passed for r in reports) else 1
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from trajgrade.config import load_config
+
+    status = 0
+    for path in args.configs:
+        try:
+            config = load_config(path)
+        except ConfigError as e:
+            print(f"trajgrade: {e}", file=sys.stderr)
+            status = 2
+            continue
+        n = sum(len(s.graders) for s in config.suites)
+        print(f"{path}: ok ({len(config.suites)} suite(s), {n} grader(s))")
+    return status
+
+
+def cmd_graders(args: argparse.Namespace) -> int:
+    from trajgrade.graders import CATALOGUE
+
+    rows: list[dict[str, Any]] = []
+    for spec in CATALOGUE:
+        rows.append(
+            {
+                "type": spec.type,
+                "aliases": list(spec.aliases),
+                "summary": spec.summary,
+                "fields": {name: _field_doc(f) for name, f in spec.config.model_fields.items()},
+                "needs": list(spec.needs),
+                "taxonomy": {
+                    "determinism": spec.taxonomy.determinism,
+                    "cost": spec.taxonomy.cost,
+                    "portability": spec.taxonomy.portability,
+                    "reference": spec.taxonomy.reference,
+                    "temporal_scope": spec.taxonomy.temporal_scope,
+                    "score_kind": spec.taxonomy.score_kind,
+                },
+            }
+        )
+    if args.format == "json":
+        print(json.dumps({"graders": jsonable(rows)}, indent=2))
+    else:
+        from trajgrade.text import print_catalogue
+
+        print_catalogue(rows)
+    return 0
+
+
+def _field_doc(field: Any) -> str:
+    annotation = getattr(field.annotation, "__name__", None) or str(field.annotation).replace("typing.", "")
+    required = field.is_required()
+    default = "" if required else f" = {field.default!r}"
+    return f"{annotation}{' (required)' if required else default}"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="trajgrade", description="Grade AI-agent runs from their OpenTelemetry spans.")
+    parser.add_argument("--version", action="version", version=f"trajgrade {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("trajectory", help="rebuild each run's trajectory from OTLP trace files")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="OTLP/JSON, JSON Lines or protobuf files; - for stdin")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=cmd_trajectory)
+
+    p = sub.add_parser("grade", help="grade each run of OTLP trace files with a graders file")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--config", required=True, metavar="FILE", help="graders file (YAML)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=cmd_grade)
+
+    p = sub.add_parser("validate", help="check graders files")
+    p.add_argument("configs", nargs="+", metavar="FILE")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("graders", help="list the grader catalogue")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=cmd_graders)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""Every attribute, event and span-name convention trajgrade reads or writes, as data.
+
+The OpenTelemetry GenAI conventions (current and deprecated keys), OpenInference and OpenLLMetry (its
+three eras) name the same facts differently. Each table below lists the keys for one fact in priority
+order: the first key a span carries wins. Normalization (``trajectory/normalize.py``) only walks these
+tables; it holds no convention knowledge of its own.
+
+Names that ``opentelemetry-semantic-conventions`` defines are imported from it (reading its constants
+raises no warning; its enums are never called); the rest are spelled here once.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _genai
+from opentelemetry.semconv.attributes import error_attributes as _error
+
+# --- step kinds -------------------------------------------------------------------------------------
+LLM: Final = "llm_call"
+TOOL: Final = "tool_call"
+AGENT: Final = "agent"
+WORKFLOW: Final = "workflow"
+EMBEDDING: Final = "embedding"
+OTHER: Final = "other"
+
+# --- OpenTelemetry GenAI keys (current) ---------------------------------------------------------------
+OPERATION_NAME: Final = _genai.GEN_AI_OPERATION_NAME
+PROVIDER_NAME: Final = _genai.GEN_AI_PROVIDER_NAME
+SYSTEM: Final = _genai.GEN_AI_SYSTEM
+REQUEST_MODEL: Final = _genai.GEN_AI_REQUEST_MODEL
+RESPONSE_MODEL: Final = _genai.GEN_AI_RESPONSE_MODEL
+INPUT_TOKENS: Final = _genai.GEN_AI_USAGE_INPUT_TOKENS
+OUTPUT_TOKENS: Final = _genai.GEN_AI_USAGE_OUTPUT_TOKENS
+PROMPT_TOKENS: Final = _genai.GEN_AI_USAGE_PROMPT_TOKENS
+COMPLETION_TOKENS: Final = _genai.GEN_AI_USAGE_COMPLETION_TOKENS
+CACHE_READ_TOKENS: Final = _genai.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS
+CACHE_CREATION_TOKENS: Final = _genai.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS
+CACHE_WRITE_TOKENS: Final = "gen_ai.usage.cache_write.input_tokens"
+REASONING_TOKENS: Final = _genai.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS
+TOOL_NAME: Final = _genai.GEN_AI_TOOL_NAME
+TOOL_CALL_ID: Final = _genai.GEN_AI_TOOL_CALL_ID
+TOOL_CALL_ARGUMENTS: Final = _genai.GEN_AI_TOOL_CALL_ARGUMENTS
+TOOL_CALL_RESULT: Final = _genai.GEN_AI_TOOL_CALL_RESULT
+TOOL_DEFINITIONS: Final = _genai.GEN_AI_TOOL_DEFINITIONS
+AGENT_NAME: Final = _genai.GEN_AI_AGENT_NAME
+OUTPUT_MESSAGES: Final = _genai.GEN_AI_OUTPUT_MESSAGES
+CONVERSATION_ID: Final = _genai.GEN_AI_CONVERSATION_ID
+ERROR_TYPE: Final = _error.ERROR_TYPE
+SERVICE_NAME: Final = "service.name"
+
+# --- what trajgrade writes --------------------------------------------------------------------------
+EVALUATION_RESULT_EVENT: Final = "gen_ai.evaluation.result"
+EVALUATION_NAME: Final = _genai.GEN_AI_EVALUATION_NAME
+EVALUATION_SCORE_VALUE: Final = _genai.GEN_AI_EVALUATION_SCORE_VALUE
+EVALUATION_SCORE_LABEL: Final = _genai.GEN_AI_EVALUATION_SCORE_LABEL
+EVALUATION_EXPLANATION: Final = _genai.GEN_AI_EVALUATION_EXPLANATION
+
+# --- what kind of step a span is --------------------------------------------------------------------
+#: (attribute key, {value: kind}); the first key present with a known value decides.
+KIND_BY_ATTRIBUTE: Final[tuple[tuple[str, dict[str, str]], ...]] = (
+    (
+        OPERATION_NAME,
+        {
+            "chat": LLM,
+            "text_completion": LLM,
+            "generate_content": LLM,
+            "responses": LLM,
+            "execute_tool": TOOL,
+            "invoke_agent": AGENT,
+            "invoke_workflow": WORKFLOW,
+            "embeddings": EMBEDDING,
+        },
+    ),
+    ("openinference.span.kind", {"LLM": LLM, "TOOL": TOOL, "AGENT": AGENT, "EMBEDDING": EMBEDDING}),
+    ("traceloop.span.kind", {"tool": TOOL, "agent": AGENT, "workflow": WORKFLOW}),
+    ("llm.request.type", {"chat": LLM, "completion": LLM, "embedding": EMBEDDING}),
+)
+
+#: (span-name pattern, kind) for spans that carry no kind attribute (older emitters); first match wins.
+KIND_BY_NAME: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
+    (re.compile(r"^(chat|text_completion|generate_content)( |$)"), LLM),
+    (re.compile(r"^execute_tool( |$)"), TOOL),
+    (re.compile(r"^running (tool|output function)$"), TOOL),  # pydantic-ai instrumentation v2
+    (re.compile(r"^invoke_agent( |$)"), AGENT),
+    (re.compile(r"^agent run$"), AGENT),  # pydantic-ai v2
+    (re.compile(r"^agent_run \["), AGENT),  # ADK (old)
+    (re.compile(r"^invoke_workflow( |$)"), WORKFLOW),
+)
+
+#: An MCP ``tools/call`` client span describes the same call as the framework's tool span around it.
+MCP_TOOL_SPAN: Final = re.compile(r"^tools/call( |$)")
+
+# --- fields, each a tuple of keys in priority order -------------------------------------------------
+MODEL_KEYS: Final = (RESPONSE_MODEL, REQUEST_MODEL, "llm.response.model_name", "llm.model_name", "llm.request.model_name")
+PROVIDER_KEYS: Final = (PROVIDER_NAME, SYSTEM, "llm.system", "llm.provider")
+#: Values of the provider keys that name a framework, not the model's vendor (useless for pricing).
+FRAMEWORK_PROVIDERS: Final = frozenset({"strands-agents", "gcp.vertex.agent", "pydantic-ai", "function", "test"})
+
+INPUT_TOKEN_KEYS: Final = (INPUT_TOKENS, PROMPT_TOKENS, "llm.token_count.prompt")
+OUTPUT_TOKEN_KEYS: Final = (OUTPUT_TOKENS, COMPLETION_TOKENS, "llm.token_count.completion")
+CACHE_READ_KEYS: Final = (
+    CACHE_READ_TOKENS,
+    "gen_ai.usage.cache_read_input_tokens",
+    "llm.token_count.prompt_details.cache_read",
+)
+CACHE_WRITE_KEYS: Final = (
+    CACHE_WRITE_TOKENS,
+    CACHE_CREATION_TOKENS,
+    "gen_ai.usage.cache_creation_input_tokens",
+    "gen_ai.usage.cache_write_input_tokens",
+    "llm.token_count.prompt_details.cache_write",
+)
+REASONING_KEYS: Final = (
+    REASONING_TOKENS,
+    "gen_ai.usage.reasoning_tokens",
+    "llm.usage.reasoning_tokens",
+    "llm.token_count.completion_details.reasoning",
+)
+#: Run totals that agent spans repeat: a fallback when no LLM span carries usage, never added on top.
+AGENT_INPUT_TOKEN_KEYS: Final = ("gen_ai.aggregated_usage.input_tokens", *INPUT_TOKEN_KEYS)
+AGENT_OUTPUT_TOKEN_KEYS: Final = ("gen_ai.aggregated_usage.output_tokens", *OUTPUT_TOKEN_KEYS)
+
+#: Cost in USD; the first present wins. ``llm.cost.prompt`` + ``llm.cost.completion`` is the last resort.
+COST_KEYS: Final = ("gen_ai.usage.cost.amount", "llm.cost.total", "gen_ai.usage.cost", "operation.cost")
+COST_PART_KEYS: Final = ("llm.cost.prompt", "llm.cost.completion")
+
+TOOL_NAME_KEYS: Final = (TOOL_NAME, "tool.name", "code.function.name", "traceloop.entity.name")
+TOOL_CALL_ID_KEYS: Final = (TOOL_CALL_ID, "tool.id", "tool_call.id")
+TOOL_ARGUMENT_KEYS: Final = (
+    TOOL_CALL_ARGUMENTS,
+    "tool_arguments",  # pydantic-ai v2
+    "traceloop.entity.input",  # OpenLLMetry: {"args": [], "kwargs": {...}}
+    "input.value",  # OpenInference (tool.parameters is the schema, not the call)
+    "gcp.vertex.agent.tool_call_args",  # ADK v1
+)
+TOOL_RESULT_KEYS: Final = (
+    TOOL_CALL_RESULT,
+    "tool_response",
+    "traceloop.entity.output",
+    "output.value",
+    "gcp.vertex.agent.tool_response",
+    "code.function.return.value",
+)
+#: google-genai records each argument as ``code.function.parameters.<name>.value``.
+TOOL_ARGUMENT_PREFIX: Final = "code.function.parameters."
+TOOL_STATUS_KEY: Final = "gen_ai.tool.status"  # Strands: success | error
+
+AGENT_NAME_KEYS: Final = (AGENT_NAME, "agent_name", "agent.name", "traceloop.entity.name", "gen_ai.workflow.name")
+#: Span-name patterns that carry the agent's name when no attribute does.
+AGENT_NAME_FROM_SPAN_NAME: Final = (
+    re.compile(r"^invoke_agent (.+)$"),
+    re.compile(r"^agent_run \[(.+)\]$"),
+    re.compile(r"^(.+)\.agent$"),
+)
+TOOL_NAME_FROM_SPAN_NAME: Final = (
+    re.compile(r"^execute_tool (.+)$"),
+    re.compile(r"^tools/call (.+)$"),
+    re.compile(r"^(.+)\.tool$"),
+)
+
+#: Where the final answer of an agent span is recorded.
+AGENT_OUTPUT_KEYS: Final = ("final_result", "output.value", "traceloop.entity.output", OUTPUT_MESSAGES)
+
+#: The model's output messages (to link tool calls to the model call that asked for them).
+OUTPUT_MESSAGE_KEYS: Final = (OUTPUT_MESSAGES,)
+#: Flattened tool-call ids in a model's output: OpenInference, then OpenLLMetry before 0.55.
+FLAT_TOOL_CALL_ID: Final = (
+    re.compile(r"^llm\.output_messages\.\d+\.message\.tool_calls\.\d+\.tool_call\.id$"),
+    re.compile(r"^gen_ai\.completion\.\d+\.tool_calls\.\d+\.id$"),
+)
+
+#: Tool definitions (JSON Schemas of the arguments) recorded on model-call or agent spans.
+TOOL_DEFINITION_KEYS: Final = (TOOL_DEFINITIONS, "gen_ai.agent.tools")
+#: OpenInference: ``llm.tools.<i>.tool.json_schema``.
+FLAT_TOOL_SCHEMA: Final = re.compile(r"^llm\.tools\.\d+\.tool\.json_schema$")
+
+# --- span events ------------------------------------------------------------------------------------
+EXCEPTION_EVENT: Final = "exception"
+EXCEPTION_TYPE: Final = "exception.type"
+EXCEPTION_MESSAGE: Final = "exception.message"
+#: Content recorded in span events instead of attributes (Strands, older conventions):
+#: (event name, attribute holding the arguments or result).
+TOOL_ARGUMENT_EVENTS: Final = (("gen_ai.tool.message", "content"),)
+TOOL_RESULT_EVENTS: Final = (("gen_ai.choice", "message"),)
+#: Strands' latest mode and the opt-in details event hold the messages in structured parts.
+OPERATION_DETAILS_EVENT: Final = "gen_ai.client.inference.operation.details"
+INPUT_MESSAGES: Final = _genai.GEN_AI_INPUT_MESSAGES
+
+# --- exploration ratio ------------------------------------------------------------------------------
+#: AgentV's read-only tools for ``execution_metrics.target_exploration_ratio`` (exact, case-sensitive).
+DEFAULT_EXPLORATION_TOOLS: Final = ("read", "grep", "glob", "search", "list", "Read", "Grep", "Glob", "WebSearch", "WebFetch")

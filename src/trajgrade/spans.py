@@ -1,0 +1,337 @@
+"""One read-only view over the three shapes a span arrives in.
+
+- :class:`SdkSpan` wraps an SDK ``ReadableSpan`` (the in-process processor and exporter);
+- :class:`ProtoSpan` wraps an OTLP protobuf ``Span`` with its resource and scope (the sidecar, binary files);
+- :class:`JsonSpan` wraps an OTLP/JSON span object (files, OTLP/HTTP JSON bodies).
+
+Every view gives ids as lower-case hex strings, times in Unix nanoseconds, the status code as the OTLP
+number (0 unset, 1 ok, 2 error), and attributes as plain Python values: arrays become tuples and
+key-value lists become dicts, as the SDK stores them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol
+
+from opentelemetry.proto.common.v1 import common_pb2
+from opentelemetry.proto.trace.v1 import trace_pb2
+from opentelemetry.sdk.trace import ReadableSpan
+
+__all__ = ["JsonSpan", "ProtoSpan", "SdkSpan", "SpanEvent", "SpanView"]
+
+STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
+# OTLP span flags: bit 8 says whether bit 9 (parent is remote) is known.
+_FLAG_HAS_IS_REMOTE, _FLAG_IS_REMOTE = 0x100, 0x200
+_EMPTY: Mapping[str, Any] = {}
+
+
+class SpanEvent(Protocol):
+    """A span event: name, time and attributes."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def time_unix_nano(self) -> int: ...
+    @property
+    def attributes(self) -> Mapping[str, Any]: ...
+
+
+class SpanView(Protocol):
+    """What trajgrade reads of a span, whatever its source."""
+
+    @property
+    def trace_id(self) -> str: ...
+    @property
+    def span_id(self) -> str: ...
+    @property
+    def parent_span_id(self) -> str | None: ...
+    @property
+    def parent_is_remote(self) -> bool | None: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def kind(self) -> int: ...
+    @property
+    def start_unix_nano(self) -> int: ...
+    @property
+    def end_unix_nano(self) -> int: ...
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def status_message(self) -> str: ...
+    @property
+    def attributes(self) -> Mapping[str, Any]: ...
+    @property
+    def events(self) -> tuple[SpanEvent, ...]: ...
+    @property
+    def resource_attributes(self) -> Mapping[str, Any]: ...
+    @property
+    def scope_name(self) -> str: ...
+
+
+class _Event:
+    __slots__ = ("attributes", "name", "time_unix_nano")
+
+    def __init__(self, name: str, time_unix_nano: int, attributes: Mapping[str, Any]) -> None:
+        self.name = name
+        self.time_unix_nano = time_unix_nano
+        self.attributes = attributes
+
+
+# --- SDK ---------------------------------------------------------------------------------------------
+class SdkSpan:
+    """A view over an SDK ``ReadableSpan`` (no copy)."""
+
+    __slots__ = ("_span",)
+
+    def __init__(self, span: ReadableSpan) -> None:
+        self._span = span
+
+    @property
+    def trace_id(self) -> str:
+        ctx = self._span.context
+        return format(ctx.trace_id, "032x") if ctx is not None else "0" * 32
+
+    @property
+    def span_id(self) -> str:
+        ctx = self._span.context
+        return format(ctx.span_id, "016x") if ctx is not None else "0" * 16
+
+    @property
+    def parent_span_id(self) -> str | None:
+        parent = self._span.parent
+        return format(parent.span_id, "016x") if parent is not None else None
+
+    @property
+    def parent_is_remote(self) -> bool | None:
+        parent = self._span.parent
+        return bool(parent.is_remote) if parent is not None else None
+
+    @property
+    def name(self) -> str:
+        return self._span.name
+
+    @property
+    def kind(self) -> int:
+        return int(self._span.kind.value) + 1  # SDK INTERNAL=0 ... OTLP INTERNAL=1
+
+    @property
+    def start_unix_nano(self) -> int:
+        return self._span.start_time or 0
+
+    @property
+    def end_unix_nano(self) -> int:
+        return self._span.end_time or self.start_unix_nano
+
+    @property
+    def status_code(self) -> int:
+        return int(self._span.status.status_code.value)
+
+    @property
+    def status_message(self) -> str:
+        return self._span.status.description or ""
+
+    @property
+    def attributes(self) -> Mapping[str, Any]:
+        return self._span.attributes or _EMPTY
+
+    @property
+    def events(self) -> tuple[SpanEvent, ...]:
+        return tuple(_Event(e.name, e.timestamp, e.attributes or _EMPTY) for e in self._span.events)
+
+    @property
+    def resource_attributes(self) -> Mapping[str, Any]:
+        return self._span.resource.attributes
+
+    @property
+    def scope_name(self) -> str:
+        scope = self._span.instrumentation_scope
+        return scope.name if scope is not None else ""
+
+
+# --- OTLP protobuf -----------------------------------------------------------------------------------
+def proto_value(value: common_pb2.AnyValue) -> Any:
+    """Turn an OTLP ``AnyValue`` into a plain Python value."""
+    which = value.WhichOneof("value")
+    if which is None:
+        return None
+    if which == "array_value":
+        return tuple(proto_value(v) for v in value.array_value.values)
+    if which == "kvlist_value":
+        return {kv.key: proto_value(kv.value) for kv in value.kvlist_value.values}
+    return getattr(value, which)
+
+
+def proto_attributes(kvs: Any) -> dict[str, Any]:
+    """Turn a repeated OTLP ``KeyValue`` into a dict (a later duplicate key wins, as in the SDK)."""
+    return {kv.key: proto_value(kv.value) for kv in kvs}
+
+
+class ProtoSpan:
+    """A view over an OTLP protobuf span; attributes are decoded once, on first use."""
+
+    __slots__ = ("_attributes", "_resource", "_scope", "_span")
+
+    def __init__(self, span: trace_pb2.Span, resource: Mapping[str, Any], scope: str) -> None:
+        self._span = span
+        self._resource = resource
+        self._scope = scope
+        self._attributes: dict[str, Any] | None = None
+
+    @property
+    def raw(self) -> trace_pb2.Span:
+        """The protobuf span itself (the sidecar forwards it)."""
+        return self._span
+
+    @property
+    def trace_id(self) -> str:
+        return self._span.trace_id.hex()
+
+    @property
+    def span_id(self) -> str:
+        return self._span.span_id.hex()
+
+    @property
+    def parent_span_id(self) -> str | None:
+        return self._span.parent_span_id.hex() or None
+
+    @property
+    def parent_is_remote(self) -> bool | None:
+        flags = self._span.flags
+        if not self._span.parent_span_id or not flags & _FLAG_HAS_IS_REMOTE:
+            return None
+        return bool(flags & _FLAG_IS_REMOTE)
+
+    @property
+    def name(self) -> str:
+        return self._span.name
+
+    @property
+    def kind(self) -> int:
+        return int(self._span.kind)
+
+    @property
+    def start_unix_nano(self) -> int:
+        return int(self._span.start_time_unix_nano)
+
+    @property
+    def end_unix_nano(self) -> int:
+        return int(self._span.end_time_unix_nano) or self.start_unix_nano
+
+    @property
+    def status_code(self) -> int:
+        return int(self._span.status.code)
+
+    @property
+    def status_message(self) -> str:
+        return self._span.status.message
+
+    @property
+    def attributes(self) -> Mapping[str, Any]:
+        if self._attributes is None:
+            self._attributes = proto_attributes(self._span.attributes)
+        return self._attributes
+
+    @property
+    def events(self) -> tuple[SpanEvent, ...]:
+        return tuple(_Event(e.name, int(e.time_unix_nano), proto_attributes(e.attributes)) for e in self._span.events)
+
+    @property
+    def resource_attributes(self) -> Mapping[str, Any]:
+        return self._resource
+
+    @property
+    def scope_name(self) -> str:
+        return self._scope
+
+
+def iter_proto_request(request: Any) -> Iterator[ProtoSpan]:
+    """Every span of an ``ExportTraceServiceRequest`` (or ``TracesData``) message, as views."""
+    for resource_spans in request.resource_spans:
+        resource = proto_attributes(resource_spans.resource.attributes)
+        for scope_spans in resource_spans.scope_spans:
+            scope = scope_spans.scope.name
+            for span in scope_spans.spans:
+                yield ProtoSpan(span, resource, scope)
+
+
+# --- OTLP/JSON ---------------------------------------------------------------------------------------
+class JsonSpan:
+    """A validated OTLP/JSON span, decoded into plain values (see :func:`trajgrade.otlp_json`)."""
+
+    __slots__ = (
+        "attributes",
+        "end_unix_nano",
+        "events",
+        "kind",
+        "name",
+        "parent_is_remote",
+        "parent_span_id",
+        "resource_attributes",
+        "scope_name",
+        "span_id",
+        "start_unix_nano",
+        "status_code",
+        "status_message",
+        "trace_id",
+    )
+
+    def __init__(
+        self,
+        *,
+        trace_id: str,
+        span_id: str,
+        parent_span_id: str | None,
+        parent_is_remote: bool | None,
+        name: str,
+        kind: int,
+        start_unix_nano: int,
+        end_unix_nano: int,
+        status_code: int,
+        status_message: str,
+        attributes: Mapping[str, Any],
+        events: tuple[SpanEvent, ...],
+        resource_attributes: Mapping[str, Any],
+        scope_name: str,
+    ) -> None:
+        self.trace_id = trace_id
+        self.span_id = span_id
+        self.parent_span_id = parent_span_id
+        self.parent_is_remote = parent_is_remote
+        self.name = name
+        self.kind = kind
+        self.start_unix_nano = start_unix_nano
+        self.end_unix_nano = end_unix_nano
+        self.status_code = status_code
+        self.status_message = status_message
+        self.attributes = attributes
+        self.events = events
+        self.resource_attributes = resource_attributes
+        self.scope_name = scope_name
+
+
+def decode_id(value: Any, nbytes: int) -> str:
+    """An OTLP/JSON id as hex: hex (the OTLP/JSON rule) or base64 (plain proto3 JSON). Raises ValueError."""
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string, not {type(value).__name__}")
+    if len(value) == 2 * nbytes:
+        try:
+            bytes.fromhex(value)
+            return value.lower()
+        except ValueError:
+            pass
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(raw) != nbytes:
+        raise ValueError(f"{value[:40]!r} is neither {2 * nbytes} hex digits nor base64 of {nbytes} bytes")
+    return raw.hex()
+
+
+def make_event(name: str, time_unix_nano: int, attributes: Mapping[str, Any]) -> SpanEvent:
+    """A span event value (used by the readers and by the emitters)."""
+    return _Event(name, time_unix_nano, attributes)

@@ -1,0 +1,70 @@
+"""Choose the graders for a run, run them, and aggregate their results into the run's verdict.
+
+A run passes when no result is ``fail`` or ``error``; with ``scoring.threshold`` it passes when the
+weighted mean of the scores reaches the threshold instead (a result in ``error`` scores 0 there: what
+could not be judged does not help a run pass). The run's score is that weighted mean either way.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from trajgrade.config import Config, Grader, Scoring
+from trajgrade.graders.base import GraderResult
+from trajgrade.trajectory.model import Trajectory
+
+__all__ = ["RunReport", "aggregate", "grade_run", "run_grader"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RunReport:
+    """A run, the suite that graded it, and the verdict."""
+
+    trajectory: Trajectory
+    suite: str | None
+    results: tuple[GraderResult, ...]
+    passed: bool
+    score: float
+
+
+def run_grader(grader: Grader, trajectory: Trajectory) -> GraderResult:
+    """One grader on one run; an exception inside the grader becomes an ``error`` result."""
+    try:
+        result = grader.spec.grade(trajectory, grader.options, grader.name)
+    except Exception as e:  # a grader bug must not take the run's other results with it
+        logger.exception("grader %s (%s) failed on trace %s", grader.name, grader.type, trajectory.trace_id)
+        return GraderResult(
+            name=grader.name,
+            type=grader.type,
+            status="error",
+            score=0.0,
+            explanation=f"internal error in the grader: {type(e).__name__}: {e}",
+            error_type="internal",
+        )
+    return result
+
+
+def aggregate(graders: Sequence[Grader], results: Sequence[GraderResult], scoring: Scoring) -> tuple[bool, float]:
+    """(passed, score) of a list of results."""
+    weights = [scoring.weights.get(g.name, g.weight) for g in graders]
+    total = sum(weights)
+    score = sum(w * r.score for w, r in zip(weights, results, strict=True)) / total if total else 0.0
+    if not results:
+        return True, 1.0
+    if scoring.threshold is not None:
+        return score >= scoring.threshold, score
+    return all(r.status == "pass" for r in results), score
+
+
+def grade_run(config: Config, trajectory: Trajectory) -> RunReport:
+    """Grade one run with the first suite that matches it (a run no suite matches passes with no results)."""
+    suite = config.suite_for(trajectory)
+    if suite is None:
+        return RunReport(trajectory, None, (), True, 1.0)
+    results = tuple(run_grader(g, trajectory) for g in suite.graders)
+    passed, score = aggregate(suite.graders, results, suite.scoring)
+    return RunReport(trajectory, suite.name, results, passed, score)

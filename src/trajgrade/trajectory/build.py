@@ -1,0 +1,408 @@
+"""Build trajectories from span records, by the rules in the module docstring of ``model.py``.
+
+A run is the subtree under a local root: a span with no parent, or whose parent is not among the spans
+(a remote parent, or one never received). Spans in a parent cycle belong to no run. Double instrumentation
+is folded: nested LLM spans count once (the innermost that carries usage), and a tool span inside a tool
+span of the same name or call id (an MCP ``tools/call`` under the framework's ``execute_tool``) is the
+same call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from trajgrade import semconv as sc
+from trajgrade.trajectory.cost import Price, call_cost
+from trajgrade.trajectory.model import AgentSummary, Step, Summary, ToolCall, Trajectory, Usage
+from trajgrade.trajectory.normalize import MISSING, SpanRecord, _PartsRef
+
+__all__ = ["build_trajectories", "build_trajectory", "parse_json_value"]
+
+_MAX_JSON_CHARS = 1_000_000
+
+
+@dataclass(slots=True)
+class _Node:
+    record: SpanRecord
+    agent: SpanRecord | None  # nearest enclosing agent span (itself excluded)
+    depth: int  # agent nesting depth
+    llm_ancestor: str | None  # nearest LLM span above, with no agent span between
+    tool_ancestor: str | None  # nearest tool span above, with no agent span between
+
+
+def build_trajectories(
+    records: Iterable[SpanRecord], *, prices: Mapping[str, Price] | None = None, partial: bool = False
+) -> list[Trajectory]:
+    """One trajectory per local root among ``records`` (any number of traces), in root start order."""
+    by_trace: dict[str, list[SpanRecord]] = {}
+    for record in records:
+        by_trace.setdefault(record.trace_id, []).append(record)
+    runs: list[Trajectory] = []
+    for trace_records in by_trace.values():
+        index: dict[str, SpanRecord] = {}
+        duplicates = 0
+        for r in trace_records:
+            if r.span_id in index:
+                duplicates += 1
+                continue
+            index[r.span_id] = r
+        roots = [r for r in index.values() if r.parent_span_id is None or r.parent_span_id not in index]
+        notes = (f"{duplicates} span(s) with a duplicate span id ignored",) if duplicates else ()
+        for root in roots:
+            runs.append(_build(root, index, prices or {}, partial=partial, notes=notes))
+    runs.sort(key=lambda t: (t.start_unix_nano, t.trace_id, t.root_span_id))
+    return runs
+
+
+def build_trajectory(
+    records: Sequence[SpanRecord], root: SpanRecord, *, prices: Mapping[str, Price] | None = None, partial: bool = False
+) -> Trajectory:
+    """The run under ``root`` (one trace's records)."""
+    index: dict[str, SpanRecord] = {}
+    for r in records:
+        index.setdefault(r.span_id, r)
+    return _build(root, index, prices or {}, partial=partial, notes=())
+
+
+def _walk(root: SpanRecord, index: Mapping[str, SpanRecord]) -> list[_Node]:
+    children: dict[str, list[SpanRecord]] = {}
+    for r in index.values():
+        if r.parent_span_id is not None and r.parent_span_id in index and r is not root:
+            children.setdefault(r.parent_span_id, []).append(r)
+    nodes: list[_Node] = []
+    seen: set[str] = set()
+    stack = [_Node(root, None, 0, None, None)]
+    while stack:
+        node = stack.pop()
+        r = node.record
+        if r.span_id in seen:
+            continue
+        seen.add(r.span_id)
+        nodes.append(node)
+        is_agent = r.kind == sc.AGENT
+        # An agent span directly inside an agent span of the same name is the same agent (two instrumentations).
+        same_agent = is_agent and node.agent is not None and node.agent.agent_name == r.agent_name
+        agent = node.agent if (not is_agent or same_agent) else r
+        depth = node.depth + (1 if is_agent and node.agent is not None and not same_agent else 0)
+        llm = r.span_id if r.kind == sc.LLM else (None if is_agent else node.llm_ancestor)
+        tool = r.span_id if r.kind == sc.TOOL else (None if is_agent else node.tool_ancestor)
+        for child in children.get(r.span_id, ()):
+            stack.append(_Node(child, agent, depth, llm, tool))
+    return nodes
+
+
+def _build(
+    root: SpanRecord, index: Mapping[str, SpanRecord], prices: Mapping[str, Price], *, partial: bool, notes: tuple[str, ...]
+) -> Trajectory:
+    nodes = _walk(root, index)
+    node_by_id = {n.record.span_id: n for n in nodes}
+
+    llm_nodes = _fold_llm_spans([n for n in nodes if n.record.kind == sc.LLM], node_by_id)
+    tool_nodes = _fold_tool_spans([n for n in nodes if n.record.kind == sc.TOOL], node_by_id)
+    ordered = sorted(llm_nodes + tool_nodes, key=lambda n: (n.record.start_unix_nano, n.record.end_unix_nano, n.record.span_id))
+
+    outer_agent = next((n.record for n in nodes if n.record.kind == sc.AGENT), None)
+    agent_of = {n.record.span_id: _agent_record(n) for n in ordered}
+
+    steps: list[Step] = []
+    turn_of_call: dict[str, int] = {}
+    turn = -1
+    for i, node in enumerate(ordered):
+        r = node.record
+        agent_rec = agent_of[r.span_id]
+        agent = agent_rec.agent_name if agent_rec is not None else r.agent_name
+        if r.kind == sc.LLM:
+            turn += 1
+            requested = r.requested_tool_call_ids or _requested_ids(r.output_messages)
+            for call_id in requested:
+                turn_of_call.setdefault(call_id, turn)
+            steps.append(
+                Step(
+                    index=i, kind="llm_call", span_id=r.span_id, parent_span_id=r.parent_span_id, name=r.name,
+                    agent=agent, turn=turn, start_unix_nano=r.start_unix_nano, end_unix_nano=r.end_unix_nano,
+                    status="error" if r.error else "ok", error_type=r.error_type, error_message=r.error_message,
+                    model=r.model, provider=r.provider, usage=r.usage,
+                    cost_usd=r.cost_usd if r.cost_usd is not None else call_cost(r.model, r.provider, r.usage, prices),
+                    requested_tool_call_ids=requested, depth=node.depth,
+                )
+            )
+        else:
+            tool_turn = turn_of_call.get(r.tool_call_id, max(turn, 0)) if r.tool_call_id else max(turn, 0)
+            steps.append(
+                Step(
+                    index=i, kind="tool_call", span_id=r.span_id, parent_span_id=r.parent_span_id, name=r.name,
+                    agent=agent, turn=tool_turn, start_unix_nano=r.start_unix_nano, end_unix_nano=r.end_unix_nano,
+                    status="error" if r.error else "ok", error_type=r.error_type, error_message=r.error_message,
+                    tool=_tool_call(r), depth=node.depth,
+                )
+            )
+
+    summary = _summary(root, outer_agent, steps, nodes, prices)
+    return Trajectory(
+        trace_id=root.trace_id,
+        root_span_id=root.span_id,
+        root_span_name=root.name,
+        agent_name=outer_agent.agent_name if outer_agent is not None else None,
+        service_name=root.service_name,
+        start_unix_nano=root.start_unix_nano,
+        end_unix_nano=root.end_unix_nano,
+        steps=tuple(steps),
+        agents=_agents(nodes, steps),
+        summary=summary,
+        root_attributes=dict(root.attributes or {}),
+        output=_output(outer_agent, steps, node_by_id),
+        tool_definitions=_tool_definitions(n.record for n in nodes),
+        partial=partial,
+        notes=notes,
+    )
+
+
+def _agent_record(node: _Node) -> SpanRecord | None:
+    return node.agent
+
+
+def _fold_llm_spans(llm_nodes: list[_Node], node_by_id: Mapping[str, _Node]) -> list[_Node]:
+    """Nested LLM spans (double instrumentation) count once: the innermost of each chain that has usage."""
+    has_llm_child = {n.llm_ancestor for n in llm_nodes if n.llm_ancestor is not None}
+    if not has_llm_child:
+        return llm_nodes
+    chosen: dict[str, _Node] = {}
+    for leaf in (n for n in llm_nodes if n.record.span_id not in has_llm_child):
+        chain = [leaf]
+        while chain[-1].llm_ancestor is not None:
+            chain.append(node_by_id[chain[-1].llm_ancestor])
+        pick = next((n for n in chain if n.record.usage is not None), leaf)
+        if any(n.record.error for n in chain) and not pick.record.error:
+            failed = next(n.record for n in chain if n.record.error)
+            pick = _Node(replace(pick.record, error=True, error_type=failed.error_type, error_message=failed.error_message),
+                         pick.agent, pick.depth, pick.llm_ancestor, pick.tool_ancestor)
+        chosen.setdefault(pick.record.span_id, pick)
+    return list(chosen.values())
+
+
+def _fold_tool_spans(tool_nodes: list[_Node], node_by_id: Mapping[str, _Node]) -> list[_Node]:
+    """A tool span inside a tool span for the same call (same name or call id) is merged into the outer one."""
+    merged: dict[str, _Node] = {n.record.span_id: n for n in tool_nodes}
+    for node in sorted(tool_nodes, key=lambda n: -n.depth):
+        if node.tool_ancestor is None or node.tool_ancestor not in merged:
+            continue
+        outer = merged[node.tool_ancestor]
+        inner = merged.get(node.record.span_id, node).record
+        same_call = inner.tool_name == outer.record.tool_name or (
+            inner.tool_call_id is not None and inner.tool_call_id == outer.record.tool_call_id
+        )
+        if not same_call:
+            continue
+        o = outer.record
+        merged[o.span_id] = _Node(
+            replace(
+                o,
+                tool_call_id=o.tool_call_id or inner.tool_call_id,
+                tool_arguments=o.tool_arguments if o.tool_arguments is not MISSING else inner.tool_arguments,
+                tool_result=o.tool_result if o.tool_result is not MISSING else inner.tool_result,
+                error=o.error or inner.error,
+                error_type=o.error_type or inner.error_type,
+            ),
+            outer.agent, outer.depth, outer.llm_ancestor, outer.tool_ancestor,
+        )
+        del merged[inner.span_id]
+    return list(merged.values())
+
+
+def parse_json_value(value: Any) -> Any:
+    """A JSON string parsed (strings that are not JSON stay strings); other values as they are."""
+    if isinstance(value, str) and value[:1] in ('{', '[', '"') and len(value) <= _MAX_JSON_CHARS:
+        try:
+            return json.loads(value)
+        except (ValueError, RecursionError):
+            return value
+    return value
+
+
+def _requested_ids(output_messages: Any) -> tuple[str, ...]:
+    messages = parse_json_value(output_messages)
+    if not isinstance(messages, list | tuple):
+        return ()
+    ids: list[str] = []
+    for message in messages:
+        parts = message.get("parts") if isinstance(message, dict) else None
+        for part in parts if isinstance(parts, list | tuple) else ():
+            if isinstance(part, dict) and part.get("type") == "tool_call" and part.get("id"):
+                ids.append(str(part["id"]))
+    return tuple(ids)
+
+
+def _from_parts(ref: _PartsRef) -> Any:
+    messages = parse_json_value(ref.messages)
+    for message in messages if isinstance(messages, list | tuple) else ():
+        parts = message.get("parts") if isinstance(message, dict) else None
+        for part in parts if isinstance(parts, list | tuple) else ():
+            if isinstance(part, dict) and part.get("type") == ref.part_type and ref.field in part:
+                return part[ref.field]
+    return MISSING
+
+
+def _content(value: Any) -> tuple[Any, bool]:
+    if isinstance(value, _PartsRef):
+        value = _from_parts(value)
+    if value is MISSING:
+        return None, False
+    return parse_json_value(value), True
+
+
+def _tool_call(r: SpanRecord) -> ToolCall:
+    arguments, has_arguments = _content(r.tool_arguments)
+    result, has_result = _content(r.tool_result)
+    # OpenLLMetry wraps the call as {"args": [...], "kwargs": {...}}: the named arguments are the kwargs.
+    if isinstance(arguments, dict) and set(arguments) == {"args", "kwargs"} and isinstance(arguments["kwargs"], dict):
+        if not arguments["args"]:
+            arguments = arguments["kwargs"]
+    # Strands' legacy tool event wraps the call as {"name", "toolUseId", "input"}.
+    if isinstance(arguments, dict) and "toolUseId" in arguments and "input" in arguments:
+        arguments = arguments["input"]
+    return ToolCall(
+        name=r.tool_name or r.name,
+        call_id=r.tool_call_id,
+        arguments=arguments,
+        result=result,
+        arguments_captured=has_arguments,
+        result_captured=has_result,
+    )
+
+
+def _sum(values: Iterable[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _summary(
+    root: SpanRecord, outer_agent: SpanRecord | None, steps: list[Step], nodes: list[_Node], prices: Mapping[str, Price]
+) -> Summary:
+    llm = [s for s in steps if s.kind == "llm_call"]
+    tools = [s for s in steps if s.kind == "tool_call"]
+    with_usage = [s.usage for s in llm if s.usage is not None]
+    usage_source: str | None = "llm_calls" if with_usage else None
+    if with_usage:
+        usage = Usage(
+            input_tokens=_sum(u.input_tokens for u in with_usage),
+            output_tokens=_sum(u.output_tokens for u in with_usage),
+            cache_read_tokens=_sum(u.cache_read_tokens for u in with_usage),
+            cache_write_tokens=_sum(u.cache_write_tokens for u in with_usage),
+            reasoning_tokens=_sum(u.reasoning_tokens for u in with_usage),
+        )
+    elif outer_agent is not None and outer_agent.usage is not None:
+        usage, usage_source = outer_agent.usage, "agent_totals"
+    elif root.usage is not None:
+        usage, usage_source = root.usage, "agent_totals"
+    else:
+        usage = Usage()
+
+    costs = [s.cost_usd for s in llm]
+    cost: float | None = None
+    if llm and all(c is not None for c in costs):
+        cost = sum(c for c in costs if c is not None)
+    elif usage_source == "agent_totals" and outer_agent is not None:
+        model = outer_agent.model or next((s.model for s in llm if s.model), None)
+        provider = next((s.provider for s in llm if s.provider), None)
+        cost = call_cost(model, provider, usage, prices)
+
+    step_ids = {s.span_id for s in steps}
+    agent_errors = sum(1 for n in nodes if n.record.kind == sc.AGENT and n.record.error and n.record.span_id not in step_ids)
+    root_error = 1 if root.error and root.kind not in (sc.AGENT, sc.LLM, sc.TOOL) else 0
+    failed = root.error or (outer_agent is not None and outer_agent.error)
+    return Summary(
+        llm_calls=len(llm),
+        tool_calls=len(tools),
+        tool_errors=sum(1 for s in tools if s.failed),
+        turns=len(llm),
+        errors=sum(1 for s in steps if s.failed) + agent_errors + root_error,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        total_tokens=usage.total_tokens,
+        cost_usd=cost,
+        duration_ms=max(0, root.end_unix_nano - root.start_unix_nano) / 1e6,
+        tool_names=tuple(s.tool.name for s in tools if s.tool is not None),
+        failed=bool(failed),
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+        reasoning_tokens=usage.reasoning_tokens,
+        llm_calls_without_usage=(len(llm) - len(with_usage)) if with_usage else 0,
+        usage_source=usage_source,
+        llm_calls_without_cost=sum(1 for c in costs if c is None),
+    )
+
+
+def _agents(nodes: list[_Node], steps: list[Step]) -> tuple[AgentSummary, ...]:
+    """Per agent (merged by name and parent), its own steps only."""
+    order: list[tuple[str, str | None]] = []
+    info: dict[tuple[str, str | None], dict[str, Any]] = {}
+    for n in nodes:
+        r = n.record
+        if r.kind != sc.AGENT or r.agent_name is None:
+            continue
+        if n.agent is not None and n.agent.agent_name == r.agent_name:
+            continue  # the same agent instrumented twice
+        key = (r.agent_name, n.agent.agent_name if n.agent is not None else None)
+        if key not in info:
+            order.append(key)
+            info[key] = {"span_id": r.span_id, "failed": r.error, "depth": n.depth}
+        else:
+            info[key]["failed"] = info[key]["failed"] or r.error
+    out: list[AgentSummary] = []
+    for name, parent in order:
+        own = [s for s in steps if s.agent == name and s.depth == info[(name, parent)]["depth"]]
+        llm = [s for s in own if s.kind == "llm_call"]
+        tools = [s for s in own if s.kind == "tool_call"]
+        out.append(
+            AgentSummary(
+                name=name, parent=parent, span_id=info[(name, parent)]["span_id"], turns=len(llm), llm_calls=len(llm),
+                tool_calls=len(tools), tool_names=tuple(s.tool.name for s in tools if s.tool is not None),
+                input_tokens=_sum(s.usage.input_tokens for s in llm if s.usage is not None),
+                output_tokens=_sum(s.usage.output_tokens for s in llm if s.usage is not None),
+                failed=bool(info[(name, parent)]["failed"]),
+            )
+        )
+    return tuple(out)
+
+
+def _text_of(messages: Any) -> str | None:
+    messages = parse_json_value(messages)
+    if isinstance(messages, str):
+        return messages
+    texts: list[str] = []
+    for message in messages if isinstance(messages, list | tuple) else ():
+        parts = message.get("parts") if isinstance(message, dict) else None
+        for part in parts if isinstance(parts, list | tuple) else ():
+            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("content"), str):
+                texts.append(part["content"])
+    return "\n".join(texts) if texts else None
+
+
+def _output(outer_agent: SpanRecord | None, steps: list[Step], node_by_id: Mapping[str, _Node]) -> str | None:
+    if outer_agent is not None and outer_agent.output is not None:
+        value = parse_json_value(outer_agent.output)
+        return value if isinstance(value, str) else (_text_of(value) or json.dumps(value, default=str))
+    for step in reversed(steps):
+        if step.kind == "llm_call" and step.depth == 0:
+            return _text_of(node_by_id[step.span_id].record.output_messages)
+    return None
+
+
+def _tool_definitions(records: Iterable[SpanRecord]) -> dict[str, Any]:
+    """Tool name -> JSON Schema of its arguments, from GenAI, OpenInference and OpenAI-style definitions."""
+    found: dict[str, Any] = {}
+    for r in records:
+        raw = parse_json_value(r.tool_definitions)
+        for item in raw if isinstance(raw, list | tuple) else ():
+            item = parse_json_value(item)
+            if not isinstance(item, dict):
+                continue
+            fn = item.get("function") if isinstance(item.get("function"), dict) else item
+            name = fn.get("name")
+            schema = fn.get("parameters", fn.get("parameters_json_schema", fn.get("input_schema")))
+            if isinstance(name, str) and isinstance(schema, dict):
+                found.setdefault(name, schema)
+    return found

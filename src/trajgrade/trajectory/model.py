@@ -1,0 +1,166 @@
+"""What a run is made of once its spans are read: steps, agents, a summary.
+
+What counts:
+
+- an LLM call is one model request (one span after removing double instrumentation), failed ones included;
+- a tool call is one tool execution, failed ones included; a failed one is also a tool error;
+- a turn is one LLM call; a tool call belongs to the turn of the model call that asked for it (by tool-call
+  id), else of the model call that started before it; a run with no LLM call is all turn 0 and has 0 turns;
+- tokens are summed over LLM calls only; ``None`` means unknown, never zero;
+- errors are the run's LLM, tool and agent spans, and its root, whose status is ERROR.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+StepKind = Literal["llm_call", "tool_call"]
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts of one LLM call (or a sum); ``None`` where the span did not say."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+    @property
+    def known(self) -> bool:
+        return self.input_tokens is not None or self.output_tokens is not None
+
+    @property
+    def total_tokens(self) -> int | None:
+        if self.input_tokens is None and self.output_tokens is None:
+            return None
+        return (self.input_tokens or 0) + (self.output_tokens or 0)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """The tool part of a tool-call step; ``arguments`` and ``result`` are parsed when they are JSON.
+
+    ``arguments_captured`` / ``result_captured`` say whether the spans recorded them at all (content
+    capture is opt-in in several instrumentations).
+    """
+
+    name: str
+    call_id: str | None = None
+    arguments: Any = None
+    result: Any = None
+    arguments_captured: bool = False
+    result_captured: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One LLM call or tool call of a run, in start order."""
+
+    index: int
+    kind: StepKind
+    span_id: str
+    parent_span_id: str | None
+    name: str
+    agent: str | None
+    turn: int
+    start_unix_nano: int
+    end_unix_nano: int
+    status: Literal["ok", "error"]
+    error_type: str | None = None
+    error_message: str | None = None
+    model: str | None = None
+    provider: str | None = None
+    usage: Usage | None = None
+    cost_usd: float | None = None
+    tool: ToolCall | None = None
+    requested_tool_call_ids: tuple[str, ...] = ()
+    #: Nesting depth of delegation: 0 for the run's own agent, 1 for a sub-agent, ...
+    depth: int = 0
+
+    @property
+    def duration_ms(self) -> float:
+        return max(0, self.end_unix_nano - self.start_unix_nano) / 1e6
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "error"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSummary:
+    """One agent of a run (the run's own and each sub-agent it delegated to)."""
+
+    name: str
+    parent: str | None
+    span_id: str
+    turns: int
+    llm_calls: int
+    tool_calls: int
+    tool_names: tuple[str, ...]
+    input_tokens: int | None
+    output_tokens: int | None
+    failed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """The run's metrics, as graders and the CLI read them."""
+
+    llm_calls: int
+    tool_calls: int
+    tool_errors: int
+    turns: int
+    errors: int
+    input_tokens: int | None
+    output_tokens: int | None
+    total_tokens: int | None
+    cost_usd: float | None
+    duration_ms: float
+    tool_names: tuple[str, ...]
+    failed: bool
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    #: LLM calls that carry no token counts although others do (the sums are then lower bounds).
+    llm_calls_without_usage: int = 0
+    #: Where the token counts came from: "llm_calls", "agent_totals" (a fallback) or None.
+    usage_source: str | None = None
+    #: LLM calls whose cost could not be known (no span cost, no tokens, or an unknown model).
+    llm_calls_without_cost: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Trajectory:
+    """One agent run: the subtree under a local root span."""
+
+    trace_id: str
+    root_span_id: str
+    root_span_name: str
+    agent_name: str | None
+    service_name: str | None
+    start_unix_nano: int
+    end_unix_nano: int
+    steps: tuple[Step, ...]
+    agents: tuple[AgentSummary, ...]
+    summary: Summary
+    #: Attributes of the root span (for suite matching).
+    root_attributes: dict[str, Any] = field(default_factory=dict)
+    #: The run's final answer when the spans captured it.
+    output: str | None = None
+    #: JSON Schemas of the tools' arguments by tool name, when the spans carried tool definitions.
+    tool_definitions: dict[str, Any] = field(default_factory=dict)
+    #: True when the run was graded from an incomplete trace (spans dropped, root never ended, ...).
+    partial: bool = False
+    #: Why the trace is partial, or other remarks a reader should see.
+    notes: tuple[str, ...] = ()
+
+    @property
+    def llm_steps(self) -> tuple[Step, ...]:
+        return tuple(s for s in self.steps if s.kind == "llm_call")
+
+    @property
+    def tool_steps(self) -> tuple[Step, ...]:
+        return tuple(s for s in self.steps if s.kind == "tool_call")

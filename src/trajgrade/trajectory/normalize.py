@@ -1,0 +1,291 @@
+"""Reduce a span to a compact record: which kind of step it is and the fields trajgrade needs.
+
+Every convention fact comes from :mod:`trajgrade.semconv`; this module only walks its tables. The record
+keeps attribute values as the span holds them (JSON strings are parsed later, off the hot path), and it
+does not keep the span: a buffered record costs a fraction of a ``ReadableSpan``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from trajgrade import semconv as sc
+from trajgrade.spans import STATUS_ERROR, SpanView
+from trajgrade.trajectory.model import Usage
+
+__all__ = ["MISSING", "SpanRecord", "classify", "normalize"]
+
+
+class _Missing:
+    """Marks a field the span did not record (distinct from a recorded ``null``)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+MISSING: Any = _Missing()
+
+
+@dataclass(frozen=True, slots=True)
+class SpanRecord:
+    """What trajgrade keeps of one span."""
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    name: str
+    kind: str
+    start_unix_nano: int
+    end_unix_nano: int
+    error: bool
+    error_type: str | None = None
+    error_message: str | None = None
+    model: str | None = None
+    provider: str | None = None
+    usage: Usage | None = None
+    cost_usd: float | None = None
+    agent_name: str | None = None
+    tool_name: str | None = None
+    tool_call_id: str | None = None
+    tool_arguments: Any = MISSING
+    tool_result: Any = MISSING
+    #: LLM: the raw output messages, or the tool-call ids found in flattened attributes.
+    output_messages: Any = None
+    requested_tool_call_ids: tuple[str, ...] = ()
+    tool_definitions: Any = None
+    #: Agent spans: their recorded final answer.
+    output: Any = None
+    service_name: str | None = None
+    #: Kept for root-like spans only (suite matching reads them).
+    attributes: Mapping[str, Any] | None = None
+
+
+def classify(name: str, attributes: Mapping[str, Any]) -> str:
+    """The step kind of a span: llm_call, tool_call, agent, workflow, embedding or other."""
+    for key, kinds in sc.KIND_BY_ATTRIBUTE:
+        value = attributes.get(key)
+        if value is not None:
+            kind = kinds.get(str(value))
+            if kind is not None:
+                return kind
+    for pattern, kind in sc.KIND_BY_NAME:
+        if pattern.match(name):
+            return kind
+    if sc.MCP_TOOL_SPAN.match(name) and sc.TOOL_NAME in attributes:
+        return sc.TOOL
+    return sc.OTHER
+
+
+def _first(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        value = attributes.get(key)
+        if value is not None and value != "":
+            return value
+    return None
+
+
+def _int(value: Any) -> int | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        try:
+            return int(float(value))
+        except (TypeError, ValueError):
+            return None
+
+
+def _float(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _usage(attributes: Mapping[str, Any], input_keys: tuple[str, ...], output_keys: tuple[str, ...]) -> Usage | None:
+    usage = Usage(
+        input_tokens=_int(_first(attributes, input_keys)),
+        output_tokens=_int(_first(attributes, output_keys)),
+        cache_read_tokens=_int(_first(attributes, sc.CACHE_READ_KEYS)),
+        cache_write_tokens=_int(_first(attributes, sc.CACHE_WRITE_KEYS)),
+        reasoning_tokens=_int(_first(attributes, sc.REASONING_KEYS)),
+    )
+    return usage if usage.known else None
+
+
+def _name_from(name: str, patterns: tuple[Any, ...]) -> str | None:
+    for pattern in patterns:
+        m = pattern.match(name)
+        if m:
+            return str(m.group(1))
+    return None
+
+
+def _error(span: SpanView, attributes: Mapping[str, Any], kind: str) -> tuple[bool, str | None, str | None]:
+    failed = span.status_code == STATUS_ERROR
+    if kind == sc.TOOL and attributes.get(sc.TOOL_STATUS_KEY) == "error":
+        failed = True
+    if not failed:
+        return False, None, None
+    error_type = attributes.get(sc.ERROR_TYPE)
+    message = span.status_message or None
+    if error_type is None or message is None:
+        for event in span.events:
+            if event.name == sc.EXCEPTION_EVENT:
+                error_type = error_type or event.attributes.get(sc.EXCEPTION_TYPE)
+                message = message or event.attributes.get(sc.EXCEPTION_MESSAGE)
+                break
+    return True, (str(error_type) if error_type is not None else None), (str(message) if message else None)
+
+
+def _tool_content(span: SpanView, attributes: Mapping[str, Any]) -> tuple[Any, Any]:
+    arguments: Any = MISSING
+    for key in sc.TOOL_ARGUMENT_KEYS:
+        if key in attributes:
+            arguments = attributes[key]
+            break
+    else:
+        flat = {
+            k[len(sc.TOOL_ARGUMENT_PREFIX) : -len(".value")]: v
+            for k, v in attributes.items()
+            if k.startswith(sc.TOOL_ARGUMENT_PREFIX) and k.endswith(".value")
+        }
+        if flat:
+            arguments = flat
+    result: Any = MISSING
+    for key in sc.TOOL_RESULT_KEYS:
+        if key in attributes:
+            result = attributes[key]
+            break
+    if arguments is MISSING or result is MISSING:
+        arguments, result = _tool_content_from_events(span, arguments, result)
+    return arguments, result
+
+
+def _tool_content_from_events(span: SpanView, arguments: Any, result: Any) -> tuple[Any, Any]:
+    for event in span.events:
+        attrs = event.attributes
+        if arguments is MISSING:
+            for name, key in sc.TOOL_ARGUMENT_EVENTS:
+                if event.name == name and key in attrs:
+                    arguments = attrs[key]
+        if result is MISSING:
+            for name, key in sc.TOOL_RESULT_EVENTS:
+                if event.name == name and key in attrs:
+                    result = attrs[key]
+        if event.name == sc.OPERATION_DETAILS_EVENT:
+            # Parts are parsed later; keep the messages as they are and mark where they came from.
+            if arguments is MISSING and sc.INPUT_MESSAGES in attrs:
+                arguments = _PartsRef(attrs[sc.INPUT_MESSAGES], "tool_call", "arguments")
+            if result is MISSING and sc.OUTPUT_MESSAGES in attrs:
+                result = _PartsRef(attrs[sc.OUTPUT_MESSAGES], "tool_call_response", "response")
+    return arguments, result
+
+
+@dataclass(frozen=True, slots=True)
+class _PartsRef:
+    """A value to take from the first message part of a type (GenAI message JSON), resolved when built."""
+
+    messages: Any
+    part_type: str
+    field: str
+
+
+def _flat_tool_call_ids(attributes: Mapping[str, Any]) -> tuple[str, ...]:
+    ids = [
+        str(v)
+        for k, v in attributes.items()
+        if (k.startswith("llm.output_messages.") or k.startswith("gen_ai.completion."))
+        and any(p.match(k) for p in sc.FLAT_TOOL_CALL_ID)
+    ]
+    return tuple(ids)
+
+
+def _flat_tool_schemas(attributes: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    if "llm.tools.0.tool.json_schema" not in attributes:
+        return None
+    return tuple(v for k, v in attributes.items() if sc.FLAT_TOOL_SCHEMA.match(k))
+
+
+def normalize(span: SpanView, keep_attributes: bool | None = None) -> SpanRecord:
+    """Reduce a span to its record. ``keep_attributes`` defaults to keeping them for root-like spans."""
+    attributes = span.attributes
+    name = span.name
+    kind = classify(name, attributes)
+    failed, error_type, error_message = _error(span, attributes, kind)
+    parent = span.parent_span_id
+    if keep_attributes is None:
+        keep_attributes = parent is None or bool(span.parent_is_remote)
+    service = span.resource_attributes.get(sc.SERVICE_NAME)
+    common: dict[str, Any] = {
+        "trace_id": span.trace_id,
+        "span_id": span.span_id,
+        "parent_span_id": parent,
+        "name": name,
+        "kind": kind,
+        "start_unix_nano": span.start_unix_nano,
+        "end_unix_nano": span.end_unix_nano,
+        "error": failed,
+        "error_type": error_type,
+        "error_message": error_message,
+        "service_name": str(service) if service is not None else None,
+        "attributes": dict(attributes) if keep_attributes else None,
+    }
+    if kind == sc.LLM or kind == sc.EMBEDDING:
+        cost = _float(_first(attributes, sc.COST_KEYS))
+        if cost is None:
+            parts = [_float(attributes.get(k)) for k in sc.COST_PART_KEYS]
+            if all(p is not None for p in parts):
+                cost = sum(p for p in parts if p is not None)
+        output = attributes.get(sc.OUTPUT_MESSAGES)
+        provider = _first(attributes, sc.PROVIDER_KEYS)
+        model = _first(attributes, sc.MODEL_KEYS)
+        return SpanRecord(
+            **common,
+            model=str(model) if model is not None else None,
+            provider=str(provider) if provider is not None else None,
+            usage=_usage(attributes, sc.INPUT_TOKEN_KEYS, sc.OUTPUT_TOKEN_KEYS),
+            cost_usd=cost,
+            agent_name=_str_or_none(attributes.get(sc.AGENT_NAME)),
+            output_messages=output,
+            requested_tool_call_ids=() if output is not None else _flat_tool_call_ids(attributes),
+            tool_definitions=_first(attributes, (sc.TOOL_DEFINITIONS,)) or _flat_tool_schemas(attributes),
+        )
+    if kind == sc.TOOL:
+        tool_name = _first(attributes, sc.TOOL_NAME_KEYS) or _name_from(name, sc.TOOL_NAME_FROM_SPAN_NAME) or name
+        arguments, result = _tool_content(span, attributes)
+        call_id = _first(attributes, sc.TOOL_CALL_ID_KEYS)
+        return SpanRecord(
+            **common,
+            agent_name=_str_or_none(attributes.get(sc.AGENT_NAME)),
+            tool_name=str(tool_name),
+            tool_call_id=str(call_id) if call_id is not None else None,
+            tool_arguments=arguments,
+            tool_result=result,
+        )
+    if kind == sc.AGENT or kind == sc.WORKFLOW:
+        agent = _first(attributes, sc.AGENT_NAME_KEYS) or _name_from(name, sc.AGENT_NAME_FROM_SPAN_NAME)
+        model = _first(attributes, sc.MODEL_KEYS) or attributes.get("model_name")
+        return SpanRecord(
+            **common,
+            agent_name=str(agent) if agent is not None else (name if kind == sc.AGENT else None),
+            model=str(model) if model is not None else None,
+            usage=_usage(attributes, sc.AGENT_INPUT_TOKEN_KEYS, sc.AGENT_OUTPUT_TOKEN_KEYS),
+            output=_first(attributes, sc.AGENT_OUTPUT_KEYS),
+            tool_definitions=_first(attributes, sc.TOOL_DEFINITION_KEYS),
+        )
+    return SpanRecord(**common)
+
+
+def _str_or_none(value: Any) -> str | None:
+    return str(value) if value is not None else None
