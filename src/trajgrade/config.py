@@ -167,12 +167,13 @@ class _Loader:
         self.source = source
         self.lines = lines
 
-    def error(self, path: Path_, message: str, grader: str | None = None) -> ConfigError:
+    def error(self, path: Path_, message: str, grader: str | None = None, entry: Path_ | None = None) -> ConfigError:
+        """An error at ``path`` (its line is reported); ``entry`` is the grader it belongs to, when any."""
         probe = path
         while probe and probe not in self.lines:
             probe = probe[:-1]
         line = self.lines.get(probe)
-        where = _where(path)
+        where = _where(entry if entry is not None else path)
         label = f"{where} ({grader})" if grader else where
         return ConfigError(f"{self.source}:{line}: {label}: {message}" if line else f"{self.source}: {label}: {message}")
 
@@ -235,9 +236,10 @@ class _Loader:
             if grader.name in seen:
                 raise self.error(
                     (*path, i, "name"),
-                    f"duplicate grader name {grader.name!r} (also {_where((*path, seen[grader.name]))}); "
+                    f"name: duplicate grader name {grader.name!r} (also {_where((*path, seen[grader.name]))}); "
                     "give each grader of a list its own name",
                     grader.type,
+                    (*path, i),
                 )
             seen[grader.name] = i
             out.append(grader)
@@ -256,22 +258,22 @@ class _Loader:
             raise self.error((*path, "type"), f"unknown grader type {type_name!r} (see `trajgrade graders`)")
         name = entry.get("name", spec.type)
         if not isinstance(name, str) or not _NAME.match(name):
-            raise self.error((*path, "name"), f"name must be a short identifier, got {name!r}", spec.type)
+            raise self.error((*path, "name"), f"name: must be a short identifier, got {name!r}", spec.type, path)
         weight = entry.get("weight", 1.0)
         if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight) or weight < 0:
-            raise self.error((*path, "weight"), "weight must be a finite number >= 0", spec.type)
+            raise self.error((*path, "weight"), "weight: must be a finite number >= 0", spec.type, path)
         if "config" in entry:
             extra = set(entry) - _ENTRY_KEYS
             if extra:
-                raise self.error((*path, sorted(extra)[0]), "options go under `config` in this form, not beside it",
-                                 spec.type)
+                raise self.error((*path, sorted(extra)[0]),
+                                 f"{sorted(extra)[0]}: options go under `config` in this form, not beside it", spec.type, path)
             options = entry["config"] if entry["config"] is not None else {}
             options_path: Path_ = (*path, "config")
         else:
             options = {k: v for k, v in entry.items() if k not in _ENTRY_KEYS}
             options_path = path
         if not isinstance(options, dict):
-            raise self.error(options_path, "options must be a mapping", spec.type)
+            raise self.error(options_path, "options must be a mapping", spec.type, path)
         options = dict(options)
         children_key = getattr(spec.config, "children_field", None)
         if isinstance(children_key, str):
@@ -280,7 +282,7 @@ class _Loader:
                     options[children_key] = options.pop(alias)
             raw_children = options.get(children_key)
             if not isinstance(raw_children, list) or not raw_children:
-                raise self.error((*options_path, children_key), "a composite needs a list of graders", spec.type)
+                raise self.error((*options_path, children_key), f"{children_key}: a composite needs a list of graders", spec.type, path)
             options[children_key] = self.graders(raw_children, (*options_path, children_key))
         try:
             validated = spec.config.model_validate(options)
@@ -292,9 +294,9 @@ class _Loader:
                 message = f"unknown field for {spec.type} (fields: {', '.join(spec.config.model_fields)})"
             elif first["type"] == "missing":
                 message = "is required"
-            field_path = ".".join(str(p) for p in loc)
+            field_path = _where(loc) if loc else ""
             text = f"{field_path}: {message}" if field_path else message
-            raise self.error((*options_path, *loc), text, spec.type) from None
+            raise self.error((*options_path, *loc), text, spec.type, entry=path) from None
         return Grader(name=name, type=spec.type, weight=float(weight), spec=spec, options=validated)
 
     def scoring(self, raw: Any, path: Path_, graders: Sequence[Grader]) -> Scoring:

@@ -6,12 +6,17 @@ snake_case forms of each (``tool-calls`` / ``tool_calls``, ``execution_metrics``
 
 from __future__ import annotations
 
-from trajgrade.graders import thresholds
+from trajgrade.graders import budget, loop, thresholds, tool_schema
 from trajgrade.graders.base import GraderSpec
 
 __all__ = ["CATALOGUE", "lookup"]
 
-CATALOGUE: tuple[GraderSpec, ...] = (*thresholds.SPECS,)
+CATALOGUE: tuple[GraderSpec, ...] = (
+    *thresholds.SPECS,
+    *budget.SPECS,
+    *loop.SPECS,
+    *tool_schema.SPECS,
+)
 
 
 def _key(type_name: str) -> str:

@@ -1,0 +1,131 @@
+"""The ``tool-schema`` grader (deterministic-graders spec, user story 3): approved tools, valid arguments.
+
+- ``allowlist``: tool names the agent may call (exact names); any other tool is a violation.
+- ``blocklist``: tool names it must not call.
+- ``schemas``: a JSON Schema per tool name for its arguments; with ``use_trace_definitions`` (default true)
+  the tool definitions the spans captured (``gen_ai.tool.definitions`` and the dialects' equivalents) are
+  used for tools the config gives no schema for.
+
+Every tool call is checked, nested ones (a tool called inside another tool, or by a sub-agent) included.
+Each violation names the call (tool and span id), the argument (its JSON path) and why. A run with no tool
+calls passes ("no tool calls to check"). A call whose arguments were not captured cannot be checked against
+a schema: when that is the only thing left unknown the result is not evaluable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from pydantic import field_validator, model_validator
+
+from trajgrade.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
+from trajgrade.trajectory.model import Trajectory
+
+__all__ = ["SPECS"]
+
+_MAX_ERRORS_PER_CALL = 5
+
+
+class ToolSchemaConfig(GraderConfig):
+    allowlist: tuple[str, ...] | None = None
+    blocklist: tuple[str, ...] = ()
+    schemas: dict[str, dict[str, Any]] = {}
+    use_trace_definitions: bool = True
+
+    @field_validator("schemas")
+    @classmethod
+    def _valid_schemas(cls, schemas: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for tool, schema in schemas.items():
+            try:
+                Draft202012Validator.check_schema(schema)
+            except SchemaError as e:
+                raise ValueError(f"schemas.{tool} is not a valid JSON Schema: {e.message}") from None
+        return schemas
+
+    @model_validator(mode="after")
+    def _something_to_check(self) -> ToolSchemaConfig:
+        if self.allowlist is None and not self.blocklist and not self.schemas and not self.use_trace_definitions:
+            raise ValueError("tool-schema needs an allowlist, a blocklist, schemas or use_trace_definitions")
+        both = set(self.allowlist or ()) & set(self.blocklist)
+        if both:
+            raise ValueError(f"{sorted(both)[0]!r} is in both allowlist and blocklist")
+        return self
+
+
+def _path(error: Any) -> str:
+    parts = list(error.absolute_path)
+    if error.validator == "required":
+        return "arguments"
+    return "arguments" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+
+
+def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
+    calls = [s for s in t.tool_steps if s.tool is not None]
+    if not calls:
+        text = "no tool calls to check"
+        return GraderResult(name=name, type="tool-schema", status="pass", score=1.0, explanation=text, value=0,
+                            evidence=(Evidence(text),), details={"checked": 0, "violations": []})
+    schemas = dict(t.tool_definitions) if c.use_trace_definitions else {}
+    schemas.update(c.schemas)
+    validators = {tool: Draft202012Validator(schema) for tool, schema in schemas.items() if _checkable(schema)}
+    violations: list[dict[str, Any]] = []
+    evidence: list[Evidence] = []
+    unchecked: list[str] = []
+    for step in calls:
+        assert step.tool is not None
+        tool = step.tool.name
+        where = f"{tool} (span {step.span_id}, turn {step.turn})"
+        if c.allowlist is not None and tool not in c.allowlist:
+            violations.append({"span_id": step.span_id, "tool": tool, "argument": None, "reason": "not in the allowlist"})
+            evidence.append(Evidence(f"{where}: tool not in the allowlist {list(c.allowlist)}", (step.span_id,)))
+        if tool in c.blocklist:
+            violations.append({"span_id": step.span_id, "tool": tool, "argument": None, "reason": "in the blocklist"})
+            evidence.append(Evidence(f"{where}: tool is in the blocklist", (step.span_id,)))
+        validator = validators.get(tool)
+        if validator is None:
+            continue
+        if not step.tool.arguments_captured:
+            unchecked.append(where)
+            continue
+        errors = sorted(validator.iter_errors(step.tool.arguments), key=lambda e: list(e.absolute_path))
+        for error in errors[:_MAX_ERRORS_PER_CALL]:
+            argument = _path(error)
+            violations.append({"span_id": step.span_id, "tool": tool, "argument": argument, "reason": error.message})
+            evidence.append(Evidence(f"{where}: {argument}: {error.message}", (step.span_id,)))
+    checked = len(calls) - len(unchecked)
+    if not violations and unchecked:
+        return not_evaluable(
+            name, "tool-schema",
+            f"arguments not captured for {len(unchecked)} call(s) with a schema: {', '.join(unchecked[:3])}",
+            details={"checked": checked, "unchecked": len(unchecked)},
+        )
+    if violations:
+        explanation = f"{len(violations)} violation(s) in {len(calls)} tool call(s): {evidence[0].description}"
+        score = 1 - len({v['span_id'] for v in violations}) / len(calls)
+        return GraderResult(name=name, type="tool-schema", status="fail", score=score, explanation=explanation,
+                            value=len(violations), evidence=tuple(evidence),
+                            details={"checked": checked, "violations": violations, "unchecked": len(unchecked)})
+    validated = sum(1 for s in calls if s.tool is not None and s.tool.name in validators)
+    text = (f"all {len(calls)} tool call(s) checked: tools approved, {validated} argument set(s) valid "
+            f"against their schema ({', '.join(sorted({s.tool.name for s in calls if s.tool is not None}))})")
+    return GraderResult(name=name, type="tool-schema", status="pass", score=1.0, explanation=text, value=0,
+                        evidence=tuple(Evidence(f"{s.tool.name}: ok", (s.span_id,)) for s in calls if s.tool),
+                        details={"checked": checked, "violations": []})
+
+
+def _checkable(schema: Any) -> bool:
+    if not isinstance(schema, dict):
+        return False
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError:
+        return False
+    return True
+
+
+SPECS = (
+    GraderSpec("tool-schema", ToolSchemaConfig, tool_schema, "allowlist, blocklist and JSON Schema of tool arguments",
+               needs=("tool_arguments",)),
+)

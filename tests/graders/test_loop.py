@@ -1,0 +1,58 @@
+"""The loop grader: pass, fail with evidence, not evaluable, config errors."""
+
+from __future__ import annotations
+
+import pytest
+from factories import llm, run, tool
+
+from trajgrade import ConfigError, grade_run, parse_config
+from trajgrade.graders.loop import similarity
+
+
+def grade(options: str, t):  # type: ignore[no-untyped-def]
+    return grade_run(parse_config(f"graders:\n  - type: loop\n    {options}\n"), t).results[0]
+
+
+def test_similarity_compares_values_not_text() -> None:
+    assert similarity({"page": 1}, {"page": 2}) == 0.0
+    assert similarity({"q": "a", "page": 1}, {"q": "a", "page": 2}) == 0.5
+    assert similarity({}, {}) == 1.0
+    assert similarity({"n": 1}, {"n": "1"}) == 0.0
+
+
+def test_fail_lists_span_ids_and_similarity_scores() -> None:
+    t = run(*[x for _ in range(5) for x in (llm(), tool("search", {"query": "x"}, "same"))], llm())
+    r = grade("max_repeats: 3", t)
+    assert r.status == "fail" and r.value == 5 and r.score == pytest.approx(0.6)
+    assert r.evidence[0].span_ids == tuple(s.span_id for s in t.tool_steps)
+    assert "similarity to the call a period before: [1.00, 1.00, 1.00, 1.00]" in r.evidence[0].description
+
+
+def test_pass_on_paging_and_scope_by_tools() -> None:
+    paging = run(*[x for p in range(8) for x in (llm(), tool("list_items", {"page": p}, "r"))])
+    assert grade("max_repeats: 3", paging).status == "pass"
+    stuck = run(*[tool("ping", {}, "pong") for _ in range(6)])
+    assert grade("tools: ['^search$']", stuck).status == "pass"
+    assert grade("tools: ['^ping$']", stuck).status == "fail"
+
+
+def test_not_evaluable_without_arguments() -> None:
+    t = run(llm(), tool("search"), tool("search"))
+    r = grade("max_repeats: 3", t)
+    assert r.status == "error" and "not captured" in r.explanation
+
+
+@pytest.mark.parametrize(
+    ("options", "fragment"),
+    [
+        ("max_repeats: 0", "greater than or equal to 1"),
+        ("similarity_threshold: 1.5", "less than or equal to 1"),
+        ("tools: ['[']", "invalid regex"),
+        ("max_cycle_period: 11", "less than or equal to 10"),
+        ("window: 3", "unknown field"),
+    ],
+)
+def test_config_errors(options: str, fragment: str) -> None:
+    with pytest.raises(ConfigError, match="graders\\[0\\] \\(loop\\)") as e:
+        parse_config(f"graders:\n  - type: loop\n    {options}\n", "graders.yaml")
+    assert fragment in str(e.value)

@@ -1,0 +1,74 @@
+"""The tool-schema grader (deterministic-graders spec, user story 3)."""
+
+from __future__ import annotations
+
+import pytest
+from factories import llm, run, tool
+
+from trajgrade import ConfigError, grade_run, parse_config
+
+WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+           "additionalProperties": False}
+
+
+def grade(options: str, t):  # type: ignore[no-untyped-def]
+    return grade_run(parse_config(f"graders:\n  - type: tool-schema\n    {options}\n"), t).results[0]
+
+
+def test_allowlist_reports_unapproved_tools() -> None:
+    t = run(llm(), tool("search", {"q": "x"}), tool("delete_db", {}), llm())
+    r = grade("allowlist: [search, db_query]", t)
+    assert r.status == "fail"
+    assert r.details["violations"] == [
+        {"span_id": t.tool_steps[1].span_id, "tool": "delete_db", "argument": None, "reason": "not in the allowlist"}
+    ]
+    assert grade("allowlist: [search, delete_db]", t).status == "pass"
+    assert grade("blocklist: [delete_db]", t).status == "fail"
+
+
+def test_schema_violations_name_call_argument_and_reason() -> None:
+    t = run(llm(), tool("get_weather", {"city": 7, "units": "c"}), llm())
+    r = grade(f"schemas: {{get_weather: {WEATHER}}}".replace("'", '"'), t)
+    assert r.status == "fail"
+    reasons = {(v["argument"], v["reason"]) for v in r.details["violations"]}
+    assert ("arguments.city", "7 is not of type 'string'") in reasons
+    assert any("Additional properties are not allowed ('units'" in reason for _, reason in reasons)
+
+
+def test_schemas_from_the_trace_definitions_and_nested_calls() -> None:
+    defs = [{"type": "function", "name": "get_weather", "parameters": WEATHER}]
+    inner = tool("get_weather", {"town": "Paris"})
+    t = run(llm(), tool("plan_trip", {"to": "Paris"}, children=(inner,)), llm(), tool_definitions=defs)
+    r = grade("use_trace_definitions: true", t)
+    assert r.status == "fail"
+    assert "'city' is a required property" in r.explanation
+    assert r.details["violations"][0]["span_id"] == t.tool_steps[1].span_id
+
+
+def test_pass_with_evidence_for_each_call_and_no_tool_calls() -> None:
+    t = run(llm(), tool("get_weather", {"city": "Paris"}), llm(), tool_definitions=[
+        {"type": "function", "name": "get_weather", "parameters": WEATHER}])
+    r = grade("allowlist: [get_weather]", t)
+    assert r.status == "pass" and len(r.evidence) == 1
+    assert grade("allowlist: [x]", run(llm())).explanation == "no tool calls to check"
+
+
+def test_not_evaluable_when_arguments_not_captured() -> None:
+    t = run(llm(), tool("get_weather"), llm())
+    r = grade(f"schemas: {{get_weather: {WEATHER}}}".replace("'", '"'), t)
+    assert r.status == "error" and "arguments not captured" in r.explanation
+
+
+@pytest.mark.parametrize(
+    ("options", "fragment"),
+    [
+        ("schemas: {x: {type: 12}}", "not a valid JSON Schema"),
+        ("use_trace_definitions: false", "needs an allowlist"),
+        ("allowlist: [a]\n    blocklist: [a]", "in both allowlist and blocklist"),
+        ("allow: [a]", "unknown field"),
+    ],
+)
+def test_config_errors(options: str, fragment: str) -> None:
+    with pytest.raises(ConfigError, match="graders\\[0\\] \\(tool-schema\\)") as e:
+        parse_config(f"graders:\n  - type: tool-schema\n    {options}\n", "graders.yaml")
+    assert fragment in str(e.value)
