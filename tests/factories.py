@@ -20,20 +20,61 @@ MS = 1_000_000
 T0 = 1_700_000_000_000_000_000
 
 
-def llm(in_: int | None = 100, out: int | None = 10, *, model: str = "gpt-4o-mini", error: bool = False,
-        cost: float | None = None, tool_call_ids: tuple[str, ...] = (), duration_ms: float = 0.5) -> dict[str, Any]:
-    return {"kind": "llm_call", "in": in_, "out": out, "model": model, "error": error, "cost": cost,
-            "ids": tool_call_ids, "duration_ms": duration_ms}
+def llm(
+    in_: int | None = 100,
+    out: int | None = 10,
+    *,
+    model: str = "gpt-4o-mini",
+    error: bool = False,
+    cost: float | None = None,
+    tool_call_ids: tuple[str, ...] = (),
+    duration_ms: float = 0.5,
+) -> dict[str, Any]:
+    return {
+        "kind": "llm_call",
+        "in": in_,
+        "out": out,
+        "model": model,
+        "error": error,
+        "cost": cost,
+        "ids": tool_call_ids,
+        "duration_ms": duration_ms,
+    }
 
 
-def tool(name: str, arguments: Any = MISSING, result: Any = MISSING, *, error: bool = False, call_id: str | None = None,
-         error_type: str | None = None, duration_ms: float = 0.5, children: tuple[dict[str, Any], ...] = ()) -> dict[str, Any]:
-    return {"kind": "tool_call", "name": name, "arguments": arguments, "result": result, "error": error,
-            "call_id": call_id, "error_type": error_type, "duration_ms": duration_ms, "children": children}
+def tool(
+    name: str,
+    arguments: Any = MISSING,
+    result: Any = MISSING,
+    *,
+    error: bool = False,
+    call_id: str | None = None,
+    error_type: str | None = None,
+    duration_ms: float = 0.5,
+    children: tuple[dict[str, Any], ...] = (),
+) -> dict[str, Any]:
+    return {
+        "kind": "tool_call",
+        "name": name,
+        "arguments": arguments,
+        "result": result,
+        "error": error,
+        "call_id": call_id,
+        "error_type": error_type,
+        "duration_ms": duration_ms,
+        "children": children,
+    }
 
 
-def run(*steps: dict[str, Any], agent: str | None = "agent", failed: bool = False, duration_ms: float | None = None,
-        tool_definitions: Any = None, output: str | None = None, root_attributes: dict[str, Any] | None = None) -> Trajectory:
+def run(
+    *steps: dict[str, Any],
+    agent: str | None = "agent",
+    failed: bool = False,
+    duration_ms: float | None = None,
+    tool_definitions: Any = None,
+    output: str | None = None,
+    root_attributes: dict[str, Any] | None = None,
+) -> Trajectory:
     """A one-trace run: a root (an ``invoke_agent`` span when ``agent`` is given) with the steps under it."""
     from trajgrade.trajectory.model import Usage
 
@@ -50,23 +91,47 @@ def run(*steps: dict[str, Any], agent: str | None = "agent", failed: bool = Fals
             clock += MS
             if item["kind"] == "llm_call":
                 usage = Usage(item["in"], item["out"]) if item["in"] is not None or item["out"] is not None else None
-                records.append(SpanRecord(
-                    trace_id=TRACE_ID, span_id=span_id, parent_span_id=parent, name=f"chat {item['model']}",
-                    kind="llm_call", start_unix_nano=start, end_unix_nano=end, error=item["error"],
-                    error_type="APIError" if item["error"] else None, model=item["model"], provider="openai",
-                    usage=usage, cost_usd=item["cost"], requested_tool_call_ids=tuple(item["ids"]),
-                    tool_definitions=json.dumps(tool_definitions) if tool_definitions is not None else None,
-                ))
+                records.append(
+                    SpanRecord(
+                        trace_id=TRACE_ID,
+                        span_id=span_id,
+                        parent_span_id=parent,
+                        name=f"chat {item['model']}",
+                        kind="llm_call",
+                        start_unix_nano=start,
+                        end_unix_nano=end,
+                        error=item["error"],
+                        error_type="APIError" if item["error"] else None,
+                        model=item["model"],
+                        provider="openai",
+                        usage=usage,
+                        cost_usd=item["cost"],
+                        requested_tool_call_ids=tuple(item["ids"]),
+                        tool_definitions=json.dumps(tool_definitions) if tool_definitions is not None else None,
+                    )
+                )
             else:
-                records.append(SpanRecord(
-                    trace_id=TRACE_ID, span_id=span_id, parent_span_id=parent, name=f"execute_tool {item['name']}",
-                    kind="tool_call", start_unix_nano=start, end_unix_nano=end, error=item["error"],
-                    error_type=item["error_type"] or ("ToolError" if item["error"] else None),
-                    tool_name=item["name"], tool_call_id=item["call_id"],
-                    tool_arguments=json.dumps(item["arguments"]) if item["arguments"] is not MISSING else MISSING,
-                    tool_result=(item["result"] if isinstance(item["result"], str) or item["result"] is MISSING
-                                 else json.dumps(item["result"])),
-                ))
+                records.append(
+                    SpanRecord(
+                        trace_id=TRACE_ID,
+                        span_id=span_id,
+                        parent_span_id=parent,
+                        name=f"execute_tool {item['name']}",
+                        kind="tool_call",
+                        start_unix_nano=start,
+                        end_unix_nano=end,
+                        error=item["error"],
+                        error_type=item["error_type"] or ("ToolError" if item["error"] else None),
+                        tool_name=item["name"],
+                        tool_call_id=item["call_id"],
+                        tool_arguments=json.dumps(item["arguments"]) if item["arguments"] is not MISSING else MISSING,
+                        tool_result=(
+                            item["result"]
+                            if isinstance(item["result"], str) or item["result"] is MISSING
+                            else json.dumps(item["result"])
+                        ),
+                    )
+                )
                 emit(item["children"], span_id)
 
     emit(steps, ROOT_ID)
@@ -74,11 +139,17 @@ def run(*steps: dict[str, Any], agent: str | None = "agent", failed: bool = Fals
     if duration_ms is not None:
         end = T0 + int(duration_ms * MS)
     root = SpanRecord(
-        trace_id=TRACE_ID, span_id=ROOT_ID, parent_span_id=None, name=f"invoke_agent {agent}" if agent else "run",
-        kind="agent" if agent else "other", start_unix_nano=T0, end_unix_nano=end, error=failed,
-        agent_name=agent, output=output, attributes=root_attributes or {},
+        trace_id=TRACE_ID,
+        span_id=ROOT_ID,
+        parent_span_id=None,
+        name=f"invoke_agent {agent}" if agent else "run",
+        kind="agent" if agent else "other",
+        start_unix_nano=T0,
+        end_unix_nano=end,
+        error=failed,
+        agent_name=agent,
+        output=output,
+        attributes=root_attributes or {},
     )
     (t,) = build_trajectories([root, *records])
     return t
-
-

@@ -137,7 +137,9 @@ def _field_doc(field: Any) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="trajgrade", description="Grade AI-agent runs from their OpenTelemetry spans.")
+    parser = argparse.ArgumentParser(
+        prog="trajgrade", description="Grade AI-agent runs from their OpenTelemetry spans."
+    )
     parser.add_argument("--version", action="version", version=f"trajgrade {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 

@@ -175,7 +175,9 @@ class _Loader:
         line = self.lines.get(probe)
         where = _where(entry if entry is not None else path)
         label = f"{where} ({grader})" if grader else where
-        return ConfigError(f"{self.source}:{line}: {label}: {message}" if line else f"{self.source}: {label}: {message}")
+        return ConfigError(
+            f"{self.source}:{line}: {label}: {message}" if line else f"{self.source}: {label}: {message}"
+        )
 
     def config(self, data: Any) -> Config:
         if data is None:
@@ -195,7 +197,9 @@ class _Loader:
         for key, cases in (("evalcases", data.get("evalcases")), ("tests", data.get("tests"))):
             for i, case in enumerate(self._list(cases, (key,))):
                 if isinstance(case, dict) and isinstance(case.get("execution"), dict):
-                    suites.append(self.suite(case["execution"], (key, i, "execution"), str(case.get("id", f"{key}-{i}"))))
+                    suites.append(
+                        self.suite(case["execution"], (key, i, "execution"), str(case.get("id", f"{key}-{i}")))
+                    )
                 elif isinstance(case, dict) and "assert" in case:
                     suites.append(self.suite(case, (key, i), str(case.get("id", f"{key}-{i}"))))
         top = data
@@ -262,28 +266,7 @@ class _Loader:
         weight = entry.get("weight", 1.0)
         if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight) or weight < 0:
             raise self.error((*path, "weight"), "weight: must be a finite number >= 0", spec.type, path)
-        if "config" in entry:
-            extra = set(entry) - _ENTRY_KEYS
-            if extra:
-                raise self.error((*path, sorted(extra)[0]),
-                                 f"{sorted(extra)[0]}: options go under `config` in this form, not beside it", spec.type, path)
-            options = entry["config"] if entry["config"] is not None else {}
-            options_path: Path_ = (*path, "config")
-        else:
-            options = {k: v for k, v in entry.items() if k not in _ENTRY_KEYS}
-            options_path = path
-        if not isinstance(options, dict):
-            raise self.error(options_path, "options must be a mapping", spec.type, path)
-        options = dict(options)
-        children_key = getattr(spec.config, "children_field", None)
-        if isinstance(children_key, str):
-            for alias in ("evaluators", "graders", "assert"):
-                if alias in options and alias != children_key:
-                    options[children_key] = options.pop(alias)
-            raw_children = options.get(children_key)
-            if not isinstance(raw_children, list) or not raw_children:
-                raise self.error((*options_path, children_key), f"{children_key}: a composite needs a list of graders", spec.type, path)
-            options[children_key] = self.graders(raw_children, (*options_path, children_key))
+        options, options_path = self.options(entry, path, spec)
         try:
             validated = spec.config.model_validate(options)
         except ValidationError as e:
@@ -299,6 +282,41 @@ class _Loader:
             raise self.error((*options_path, *loc), text, spec.type, entry=path) from None
         return Grader(name=name, type=spec.type, weight=float(weight), spec=spec, options=validated)
 
+    def options(self, entry: dict[str, Any], path: Path_, spec: GraderSpec) -> tuple[dict[str, Any], Path_]:
+        """A grader's raw options (under `config`, or flat beside `type`), with composite children compiled."""
+        if "config" in entry:
+            extra = set(entry) - _ENTRY_KEYS
+            if extra:
+                raise self.error(
+                    (*path, sorted(extra)[0]),
+                    f"{sorted(extra)[0]}: options go under `config` in this form, not beside it",
+                    spec.type,
+                    path,
+                )
+            options = entry["config"] if entry["config"] is not None else {}
+            options_path: Path_ = (*path, "config")
+        else:
+            options = {k: v for k, v in entry.items() if k not in _ENTRY_KEYS}
+            options_path = path
+        if not isinstance(options, dict):
+            raise self.error(options_path, "options must be a mapping", spec.type, path)
+        options = dict(options)
+        children_key = getattr(spec.config, "children_field", None)
+        if isinstance(children_key, str):
+            for alias in ("evaluators", "graders", "assert"):
+                if alias in options and alias != children_key:
+                    options[children_key] = options.pop(alias)
+            raw_children = options.get(children_key)
+            if not isinstance(raw_children, list) or not raw_children:
+                raise self.error(
+                    (*options_path, children_key),
+                    f"{children_key}: a composite needs a list of graders",
+                    spec.type,
+                    path,
+                )
+            options[children_key] = self.graders(raw_children, (*options_path, children_key))
+        return options, options_path
+
     def scoring(self, raw: Any, path: Path_, graders: Sequence[Grader]) -> Scoring:
         if raw is None:
             return Scoring()
@@ -308,8 +326,9 @@ class _Loader:
         if unknown:
             raise self.error((*path, sorted(unknown)[0]), "unknown field (scoring has threshold and weights)")
         threshold = raw.get("threshold")
-        if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, int | float)
-                                      or not 0 <= threshold <= 1):
+        if threshold is not None and (
+            isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 <= threshold <= 1
+        ):
             raise self.error((*path, "threshold"), "threshold must be a number from 0 to 1")
         weights = raw.get("weights") or {}
         if not isinstance(weights, dict):
@@ -320,8 +339,10 @@ class _Loader:
                 raise self.error((*path, "weights", key), f"no grader named {key!r} in this list")
             if isinstance(w, bool) or not isinstance(w, int | float) or w < 0:
                 raise self.error((*path, "weights", key), "a weight is a number >= 0")
-        return Scoring(threshold=float(threshold) if threshold is not None else None,
-                       weights={str(k): float(v) for k, v in weights.items()})
+        return Scoring(
+            threshold=float(threshold) if threshold is not None else None,
+            weights={str(k): float(v) for k, v in weights.items()},
+        )
 
     def match(self, raw: Any, path: Path_) -> Match:
         if not isinstance(raw, dict):
@@ -343,7 +364,9 @@ class _Loader:
             raise self.error((*path, "attributes"), "attributes maps attribute keys to regexes")
         return Match(
             agent_name=compile_(raw["agent_name"], (*path, "agent_name")) if "agent_name" in raw else None,
-            root_span_name=compile_(raw["root_span_name"], (*path, "root_span_name")) if "root_span_name" in raw else None,
+            root_span_name=compile_(raw["root_span_name"], (*path, "root_span_name"))
+            if "root_span_name" in raw
+            else None,
             service_name=compile_(raw["service_name"], (*path, "service_name")) if "service_name" in raw else None,
             attributes={str(k): compile_(v, (*path, "attributes", k)) for k, v in attrs.items()},
         )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +142,9 @@ def parse_json_request(obj: Any, prefix: str = "") -> list[SpanView]:
         _need_dict(rs, where)
         resource = _get(rs, ("resource",), dict, where) or {}
         resource_attrs = _attributes(resource.get("attributes"), f"{where}.resource.attributes")
-        for j, ss in enumerate(_get(rs, ("scopeSpans", "scope_spans", "instrumentationLibrarySpans"), list, where) or []):
+        for j, ss in enumerate(
+            _get(rs, ("scopeSpans", "scope_spans", "instrumentationLibrarySpans"), list, where) or []
+        ):
             swhere = f"{where}.scopeSpans[{j}]"
             _need_dict(ss, swhere)
             scope = _get(ss, ("scope", "instrumentationLibrary"), dict, swhere) or {}
@@ -282,41 +284,75 @@ def _any_value(value: Any, where: str, depth: int) -> Any:
     if not value:
         return None
     key, inner = next(iter(value.items()))
-    if key in ("stringValue", "string_value"):
-        return inner if isinstance(inner, str) else str(inner)
-    if key in ("boolValue", "bool_value"):
-        if isinstance(inner, bool):
-            return inner
-        raise _Bad(where, "boolValue must be true or false")
-    if key in ("intValue", "int_value"):
+    decode = _DECODERS.get(key)
+    if decode is None:
+        raise _Bad(where, f"unknown AnyValue field {key!r}")
+    return decode(inner, where, depth)
+
+
+def _string(inner: Any, where: str, depth: int) -> Any:
+    return inner if isinstance(inner, str) else str(inner)
+
+
+def _bool(inner: Any, where: str, depth: int) -> Any:
+    if isinstance(inner, bool):
+        return inner
+    raise _Bad(where, "boolValue must be true or false")
+
+
+def _integer(inner: Any, where: str, depth: int) -> Any:
+    if not isinstance(inner, bool) and isinstance(inner, int | str):
         try:
-            if isinstance(inner, bool) or not isinstance(inner, int | str):
-                raise ValueError
             return int(inner)
         except ValueError:
-            raise _Bad(where, f"intValue {inner!r} is not an integer") from None
-    if key in ("doubleValue", "double_value"):
+            pass
+    raise _Bad(where, f"intValue {inner!r} is not an integer")
+
+
+def _double(inner: Any, where: str, depth: int) -> Any:
+    if not isinstance(inner, bool) and isinstance(inner, int | float | str):
         try:
-            if isinstance(inner, bool):
-                raise ValueError
             return float(inner)
-        except (TypeError, ValueError):
-            raise _Bad(where, f"doubleValue {inner!r} is not a number") from None
-    if key in ("arrayValue", "array_value"):
-        values = inner.get("values", []) if isinstance(inner, dict) else None
-        if not isinstance(values, list):
-            raise _Bad(where, "arrayValue.values must be an array")
-        return tuple(_any_value(v, f"{where}.arrayValue.values[{i}]", depth + 1) for i, v in enumerate(values))
-    if key in ("kvlistValue", "kvlist_value"):
-        values = inner.get("values", []) if isinstance(inner, dict) else None
-        if not isinstance(values, list):
-            raise _Bad(where, "kvlistValue.values must be an array")
-        out: dict[str, Any] = {}
-        for i, kv in enumerate(values):
-            if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
-                raise _Bad(f"{where}.kvlistValue.values[{i}]", "expected {key, value}")
-            out[kv["key"]] = _any_value(kv.get("value"), f"{where}.kvlistValue.values[{i}].value", depth + 1)
-        return out
-    if key in ("bytesValue", "bytes_value"):
-        return inner
-    raise _Bad(where, f"unknown AnyValue field {key!r}")
+        except ValueError:
+            pass
+    raise _Bad(where, f"doubleValue {inner!r} is not a number")
+
+
+def _values(inner: Any, where: str, field: str) -> list[Any]:
+    values = inner.get("values", []) if isinstance(inner, dict) else None
+    if not isinstance(values, list):
+        raise _Bad(where, f"{field}.values must be an array")
+    return values
+
+
+def _array(inner: Any, where: str, depth: int) -> Any:
+    values = _values(inner, where, "arrayValue")
+    return tuple(_any_value(v, f"{where}.arrayValue.values[{i}]", depth + 1) for i, v in enumerate(values))
+
+
+def _kvlist(inner: Any, where: str, depth: int) -> Any:
+    out: dict[str, Any] = {}
+    for i, kv in enumerate(_values(inner, where, "kvlistValue")):
+        at = f"{where}.kvlistValue.values[{i}]"
+        if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
+            raise _Bad(at, "expected {key, value}")
+        out[kv["key"]] = _any_value(kv.get("value"), f"{at}.value", depth + 1)
+    return out
+
+
+def _bytes(inner: Any, where: str, depth: int) -> Any:
+    return inner
+
+
+_DECODERS: dict[str, Callable[[Any, str, int], Any]] = {}
+for _names, _fn in (
+    (("stringValue", "string_value"), _string),
+    (("boolValue", "bool_value"), _bool),
+    (("intValue", "int_value"), _integer),
+    (("doubleValue", "double_value"), _double),
+    (("arrayValue", "array_value"), _array),
+    (("kvlistValue", "kvlist_value"), _kvlist),
+    (("bytesValue", "bytes_value"), _bytes),
+):
+    for _name in _names:
+        _DECODERS[_name] = _fn

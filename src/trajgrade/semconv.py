@@ -93,7 +93,13 @@ KIND_BY_NAME: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
 MCP_TOOL_SPAN: Final = re.compile(r"^tools/call( |$)")
 
 # --- fields, each a tuple of keys in priority order -------------------------------------------------
-MODEL_KEYS: Final = (RESPONSE_MODEL, REQUEST_MODEL, "llm.response.model_name", "llm.model_name", "llm.request.model_name")
+MODEL_KEYS: Final = (
+    RESPONSE_MODEL,
+    REQUEST_MODEL,
+    "llm.response.model_name",
+    "llm.model_name",
+    "llm.request.model_name",
+)
 PROVIDER_KEYS: Final = (PROVIDER_NAME, SYSTEM, "llm.system", "llm.provider")
 #: Values of the provider keys that name a framework, not the model's vendor (useless for pricing).
 FRAMEWORK_PROVIDERS: Final = frozenset({"strands-agents", "gcp.vertex.agent", "pydantic-ai", "function", "test"})
@@ -190,4 +196,15 @@ INPUT_MESSAGES: Final = _genai.GEN_AI_INPUT_MESSAGES
 
 # --- exploration ratio ------------------------------------------------------------------------------
 #: AgentV's read-only tools for ``execution_metrics.target_exploration_ratio`` (exact, case-sensitive).
-DEFAULT_EXPLORATION_TOOLS: Final = ("read", "grep", "glob", "search", "list", "Read", "Grep", "Glob", "WebSearch", "WebFetch")
+DEFAULT_EXPLORATION_TOOLS: Final = (
+    "read",
+    "grep",
+    "glob",
+    "search",
+    "list",
+    "Read",
+    "Grep",
+    "Glob",
+    "WebSearch",
+    "WebFetch",
+)

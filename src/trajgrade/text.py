@@ -44,9 +44,15 @@ def trajectory_table(t: Trajectory) -> Table:
         usage = f"{_n(step.usage.input_tokens)}/{_n(step.usage.output_tokens)}" if step.usage else ""
         args = _short(step.tool.arguments) if step.tool and step.tool.arguments_captured else ""
         table.add_row(
-            str(step.index), str(step.turn), step.kind, step.agent or "", _short(step.name, 40),
+            str(step.index),
+            str(step.turn),
+            step.kind,
+            step.agent or "",
+            _short(step.name, 40),
             f"[{_STATUS_STYLE['pass' if step.status == 'ok' else 'fail']}]{step.status}[/]",
-            f"{step.duration_ms:.1f}", usage, args,
+            f"{step.duration_ms:.1f}",
+            usage,
+            args,
         )
     return table
 

@@ -7,8 +7,12 @@ from factories import llm, run, tool
 
 from trajgrade import ConfigError, grade_run, parse_config
 
-WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
-           "additionalProperties": False}
+WEATHER = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}},
+    "required": ["city"],
+    "additionalProperties": False,
+}
 
 
 def grade(options: str, t):  # type: ignore[no-untyped-def]
@@ -46,8 +50,12 @@ def test_schemas_from_the_trace_definitions_and_nested_calls() -> None:
 
 
 def test_pass_with_evidence_for_each_call_and_no_tool_calls() -> None:
-    t = run(llm(), tool("get_weather", {"city": "Paris"}), llm(), tool_definitions=[
-        {"type": "function", "name": "get_weather", "parameters": WEATHER}])
+    t = run(
+        llm(),
+        tool("get_weather", {"city": "Paris"}),
+        llm(),
+        tool_definitions=[{"type": "function", "name": "get_weather", "parameters": WEATHER}],
+    )
     r = grade("allowlist: [get_weather]", t)
     assert r.status == "pass" and len(r.evidence) == 1
     assert grade("allowlist: [x]", run(llm())).explanation == "no tool calls to check"

@@ -7,6 +7,7 @@ A grader is a pydantic config model (strict, ``extra="forbid"``, frozen) and a p
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -88,7 +89,7 @@ class GraderSpec:
     """
 
     type: str
-    config: type[GraderConfig]
+    config: builtins.type[GraderConfig]
     grade: GradeFn
     summary: str
     taxonomy: Taxonomy = Taxonomy()

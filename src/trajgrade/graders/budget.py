@@ -50,8 +50,15 @@ class BudgetConfig(GraderConfig):
 
     @model_validator(mode="after")
     def _some_limit(self) -> BudgetConfig:
-        limits = (self.max_input_tokens, self.max_output_tokens, self.max_tokens, self.max_tool_calls,
-                  self.max_llm_calls, self.max_duration_ms, self.max_duration)
+        limits = (
+            self.max_input_tokens,
+            self.max_output_tokens,
+            self.max_tokens,
+            self.max_tool_calls,
+            self.max_llm_calls,
+            self.max_duration_ms,
+            self.max_duration,
+        )
         if all(v is None for v in limits):
             raise ValueError("budget needs at least one limit (max_tokens, max_tool_calls, max_duration_ms, ...)")
         if self.max_duration is not None and self.max_duration_ms is not None:
@@ -98,26 +105,45 @@ def budget(t: Trajectory, c: BudgetConfig, name: str) -> GraderResult:
             missing.append(f"{what}: no span of this run carries token counts")
             values[key], limits[key] = None, limit
         elif s.llm_calls_without_usage and used <= limit:
-            missing.append(f"{what}: {s.llm_calls_without_usage} of {s.llm_calls} LLM calls carry no token counts, "
-                           f"so {used} is a lower bound")
+            missing.append(
+                f"{what}: {s.llm_calls_without_usage} of {s.llm_calls} LLM calls carry no token counts, "
+                f"so {used} is a lower bound"
+            )
             values[key], limits[key] = used, limit
         else:
             add(key, what, used, limit)
     if c.max_tool_calls is not None:
         tools = t.tool_steps
-        add("max_tool_calls", "tool calls", len(tools), c.max_tool_calls,
-            tuple(x.span_id for x in tools[int(c.max_tool_calls):]))
+        add(
+            "max_tool_calls",
+            "tool calls",
+            len(tools),
+            c.max_tool_calls,
+            tuple(x.span_id for x in tools[int(c.max_tool_calls) :]),
+        )
     if c.max_llm_calls is not None:
         llms = t.llm_steps
-        add("max_llm_calls", "LLM calls", len(llms), c.max_llm_calls,
-            tuple(x.span_id for x in llms[int(c.max_llm_calls):]))
+        add(
+            "max_llm_calls",
+            "LLM calls",
+            len(llms),
+            c.max_llm_calls,
+            tuple(x.span_id for x in llms[int(c.max_llm_calls) :]),
+        )
     duration_limit = parse_duration(c.max_duration) * 1000 if c.max_duration else c.max_duration_ms
     if duration_limit is not None:
         add("max_duration_ms", "ms", round(s.duration_ms, 3), duration_limit, (t.root_span_id,))
 
     if missing and not exceeded and c.on_missing == "error":
-        return not_evaluable(name, "budget", "; ".join(missing), value=values, limit=limits,
-                             evidence=tuple(evidence), details={"values": values, "limits": limits})
+        return not_evaluable(
+            name,
+            "budget",
+            "; ".join(missing),
+            value=values,
+            limit=limits,
+            evidence=tuple(evidence),
+            details={"values": values, "limits": limits},
+        )
     for m in missing:
         if c.on_missing == "fail":
             evidence.append(Evidence(f"missing data counts as over the limit: {m}"))
@@ -129,12 +155,18 @@ def budget(t: Trajectory, c: BudgetConfig, name: str) -> GraderResult:
     over_texts = [e.description for e in evidence if "over the limit" in e.description]  # the failing limits
     explanation = "; ".join(over_texts) if exceeded else "; ".join(e.description for e in evidence)
     return GraderResult(
-        name=name, type="budget", status="fail" if exceeded else "pass", score=score, explanation=explanation,
-        value=values, limit=limits, evidence=tuple(evidence), details={"values": values, "limits": limits},
+        name=name,
+        type="budget",
+        status="fail" if exceeded else "pass",
+        score=score,
+        explanation=explanation,
+        value=values,
+        limit=limits,
+        evidence=tuple(evidence),
+        details={"values": values, "limits": limits},
     )
 
 
 SPECS = (
-    GraderSpec("budget", BudgetConfig, budget, "token, call and duration limits with utilisation",
-               needs=("tokens",)),
+    GraderSpec("budget", BudgetConfig, budget, "token, call and duration limits with utilisation", needs=("tokens",)),
 )

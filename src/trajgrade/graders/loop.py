@@ -94,7 +94,9 @@ def _result_key(step: Step) -> str | None:
         return str(step.tool.result)[:4096]
 
 
-def _loops(calls: Sequence[Step], leaves: Sequence[dict[str, Any]], c: LoopConfig) -> list[tuple[int, int, int, list[float]]]:
+def _loops(
+    calls: Sequence[Step], leaves: Sequence[dict[str, Any]], c: LoopConfig
+) -> list[tuple[int, int, int, list[float]]]:
     """(start, end, period, similarities) of every repetition longer than max_repeats, longest first."""
     found: list[tuple[int, int, int, list[float]]] = []
     n = len(calls)
@@ -131,7 +133,10 @@ def _loops(calls: Sequence[Step], leaves: Sequence[dict[str, Any]], c: LoopConfi
 
 def _is_shorter_cycle(calls: Sequence[Step], leaves: Sequence[dict[str, Any]], start: int, period: int) -> bool:
     """A block of period p that is itself a repetition of a shorter period is reported at that period."""
-    block = [(s.tool.name if s.tool else None, a) for s, a in zip(calls[start : start + period], leaves[start:], strict=False)]
+    block = [
+        (s.tool.name if s.tool else None, a)
+        for s, a in zip(calls[start : start + period], leaves[start:], strict=False)
+    ]
     return any(period % q == 0 and all(block[k] == block[k % q] for k in range(period)) for q in range(1, period))
 
 
@@ -141,14 +146,24 @@ def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
         patterns = [re.compile(p) for p in c.tools]
         calls = [s for s in calls if s.tool is not None and any(p.search(s.tool.name) for p in patterns)]
     if calls and not any(s.tool is not None and s.tool.arguments_captured for s in calls):
-        return not_evaluable(name, "loop", "tool arguments were not captured (enable content capture)",
-                             limit=c.max_repeats)
+        return not_evaluable(
+            name, "loop", "tool arguments were not captured (enable content capture)", limit=c.max_repeats
+        )
     leaves = [_leaves(s.tool.arguments if s.tool is not None else None) for s in calls]
     loops = _loops(calls, leaves, c)
     if not loops:
         text = f"no action repeated more than {c.max_repeats} times in a row ({len(calls)} tool calls checked)"
-        return GraderResult(name=name, type="loop", status="pass", score=1.0, explanation=text, value=0,
-                            limit=c.max_repeats, evidence=(Evidence(text),), details={"loops": []})
+        return GraderResult(
+            name=name,
+            type="loop",
+            status="pass",
+            score=1.0,
+            explanation=text,
+            value=0,
+            limit=c.max_repeats,
+            evidence=(Evidence(text),),
+            details={"loops": []},
+        )
     evidence: list[Evidence] = []
     details: list[dict[str, Any]] = []
     longest = 0
@@ -158,21 +173,41 @@ def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
         longest = max(longest, repeats)
         names = " -> ".join(s.tool.name for s in block[:period] if s.tool is not None)
         scores = ", ".join(f"{s:.2f}" for s in sims)
-        evidence.append(Evidence(
-            f"{names} repeated {repeats} times in a row (period {period}, max {c.max_repeats}); "
-            f"similarity to the call a period before: [{scores}]",
-            tuple(s.span_id for s in block),
-        ))
-        details.append({"tools": names, "period": period, "repeats": repeats, "span_ids": [s.span_id for s in block],
-                        "similarities": [round(s, 4) for s in sims]})
+        evidence.append(
+            Evidence(
+                f"{names} repeated {repeats} times in a row (period {period}, max {c.max_repeats}); "
+                f"similarity to the call a period before: [{scores}]",
+                tuple(s.span_id for s in block),
+            )
+        )
+        details.append(
+            {
+                "tools": names,
+                "period": period,
+                "repeats": repeats,
+                "span_ids": [s.span_id for s in block],
+                "similarities": [round(s, 4) for s in sims],
+            }
+        )
     return GraderResult(
-        name=name, type="loop", status="fail", score=c.max_repeats / longest,
-        explanation=f"loop detected: {evidence[0].description}", value=longest, limit=c.max_repeats,
-        evidence=tuple(evidence), details={"loops": details},
+        name=name,
+        type="loop",
+        status="fail",
+        score=c.max_repeats / longest,
+        explanation=f"loop detected: {evidence[0].description}",
+        value=longest,
+        limit=c.max_repeats,
+        evidence=tuple(evidence),
+        details={"loops": details},
     )
 
 
 SPECS = (
-    GraderSpec("loop", LoopConfig, loop, "no action (tool + argument values) repeated more than max_repeats times",
-               needs=("tool_arguments",)),
+    GraderSpec(
+        "loop",
+        LoopConfig,
+        loop,
+        "no action (tool + argument values) repeated more than max_repeats times",
+        needs=("tool_arguments",),
+    ),
 )

@@ -89,8 +89,15 @@ class StepCountConfig(GraderConfig):
         return self
 
 
-def _threshold(name: str, type_: str, value: float, limit: float, unit: str, shown_limit: Any = None,
-               evidence_spans: tuple[str, ...] = ()) -> GraderResult:
+def _threshold(
+    name: str,
+    type_: str,
+    value: float,
+    limit: float,
+    unit: str,
+    shown_limit: Any = None,
+    evidence_spans: tuple[str, ...] = (),
+) -> GraderResult:
     shown = shown_limit if shown_limit is not None else _fmt(limit)
     score = linear_score(value, limit)
     if value <= limit:
@@ -120,10 +127,12 @@ def token_budget(t: Trajectory, c: MaxConfig, name: str) -> GraderResult:
         return not_evaluable(name, "token-budget", "no span of this run carries token counts", limit=c.max)
     if s.llm_calls_without_usage and s.total_tokens <= c.max:
         return not_evaluable(
-            name, "token-budget",
+            name,
+            "token-budget",
             f"{s.llm_calls_without_usage} of {s.llm_calls} LLM calls carry no token counts; "
             f"the {s.total_tokens} tokens counted are a lower bound within the max of {c.max}",
-            value=s.total_tokens, limit=c.max,
+            value=s.total_tokens,
+            limit=c.max,
         )
     return _threshold(name, "token-budget", s.total_tokens, c.max, " tokens")
 
@@ -133,12 +142,12 @@ def tool_call_count(t: Trajectory, c: ToolCallCountConfig, name: str) -> GraderR
     if c.tools:
         patterns = [re.compile(p) for p in c.tools]
         calls = tuple(s for s in calls if s.tool is not None and any(p.search(s.tool.name) for p in patterns))
-    over = tuple(s.span_id for s in calls[c.max:])
+    over = tuple(s.span_id for s in calls[c.max :])
     return _threshold(name, "tool-call-count", len(calls), c.max, " tool calls", evidence_spans=over)
 
 
 def turn_count(t: Trajectory, c: MaxConfig, name: str) -> GraderResult:
-    over = tuple(s.span_id for s in t.llm_steps[c.max:])
+    over = tuple(s.span_id for s in t.llm_steps[c.max :])
     return _threshold(name, "turn-count", t.summary.turns, c.max, " turns", evidence_spans=over)
 
 
@@ -149,22 +158,46 @@ def error_count(t: Trajectory, c: MaxConfig, name: str) -> GraderResult:
 
 def wall_time(t: Trajectory, c: WallTimeConfig, name: str) -> GraderResult:
     seconds = t.summary.duration_ms / 1000
-    return _threshold(name, "wall-time", round(seconds, 3), parse_duration(c.max), "s", shown_limit=c.max,
-                      evidence_spans=(t.root_span_id,))
+    return _threshold(
+        name,
+        "wall-time",
+        round(seconds, 3),
+        parse_duration(c.max),
+        "s",
+        shown_limit=c.max,
+        evidence_spans=(t.root_span_id,),
+    )
 
 
 def step_count(t: Trajectory, c: StepCountConfig, name: str) -> GraderResult:
     n = len(t.steps)
     if c.min is not None and n < c.min:
         text = f"{n} steps is below the min of {c.min}"
-        return GraderResult(name=name, type="step-count", status="fail", score=n / c.min if c.min else 0.0,
-                            explanation=text, value=n, limit={"min": c.min, "max": c.max},
-                            evidence=(Evidence(text),), details={"value": n, "min": c.min, "max": c.max})
+        return GraderResult(
+            name=name,
+            type="step-count",
+            status="fail",
+            score=n / c.min if c.min else 0.0,
+            explanation=text,
+            value=n,
+            limit={"min": c.min, "max": c.max},
+            evidence=(Evidence(text),),
+            details={"value": n, "min": c.min, "max": c.max},
+        )
     if c.max is None:
         text = f"{n} steps (at least the min of {c.min})"
-        return GraderResult(name=name, type="step-count", status="pass", score=1.0, explanation=text, value=n,
-                            limit={"min": c.min}, evidence=(Evidence(text),), details={"value": n, "min": c.min})
-    return _threshold(name, "step-count", n, c.max, " steps", evidence_spans=tuple(s.span_id for s in t.steps[c.max:]))
+        return GraderResult(
+            name=name,
+            type="step-count",
+            status="pass",
+            score=1.0,
+            explanation=text,
+            value=n,
+            limit={"min": c.min},
+            evidence=(Evidence(text),),
+            details={"value": n, "min": c.min},
+        )
+    return _threshold(name, "step-count", n, c.max, " steps", evidence_spans=tuple(s.span_id for s in t.steps[c.max :]))
 
 
 SPECS = (

@@ -65,8 +65,16 @@ def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
     calls = [s for s in t.tool_steps if s.tool is not None]
     if not calls:
         text = "no tool calls to check"
-        return GraderResult(name=name, type="tool-schema", status="pass", score=1.0, explanation=text, value=0,
-                            evidence=(Evidence(text),), details={"checked": 0, "violations": []})
+        return GraderResult(
+            name=name,
+            type="tool-schema",
+            status="pass",
+            score=1.0,
+            explanation=text,
+            value=0,
+            evidence=(Evidence(text),),
+            details={"checked": 0, "violations": []},
+        )
     schemas = dict(t.tool_definitions) if c.use_trace_definitions else {}
     schemas.update(c.schemas)
     validators = {tool: Draft202012Validator(schema) for tool, schema in schemas.items() if _checkable(schema)}
@@ -78,7 +86,9 @@ def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
         tool = step.tool.name
         where = f"{tool} (span {step.span_id}, turn {step.turn})"
         if c.allowlist is not None and tool not in c.allowlist:
-            violations.append({"span_id": step.span_id, "tool": tool, "argument": None, "reason": "not in the allowlist"})
+            violations.append(
+                {"span_id": step.span_id, "tool": tool, "argument": None, "reason": "not in the allowlist"}
+            )
             evidence.append(Evidence(f"{where}: tool not in the allowlist {list(c.allowlist)}", (step.span_id,)))
         if tool in c.blocklist:
             violations.append({"span_id": step.span_id, "tool": tool, "argument": None, "reason": "in the blocklist"})
@@ -97,22 +107,39 @@ def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
     checked = len(calls) - len(unchecked)
     if not violations and unchecked:
         return not_evaluable(
-            name, "tool-schema",
+            name,
+            "tool-schema",
             f"arguments not captured for {len(unchecked)} call(s) with a schema: {', '.join(unchecked[:3])}",
             details={"checked": checked, "unchecked": len(unchecked)},
         )
     if violations:
         explanation = f"{len(violations)} violation(s) in {len(calls)} tool call(s): {evidence[0].description}"
-        score = 1 - len({v['span_id'] for v in violations}) / len(calls)
-        return GraderResult(name=name, type="tool-schema", status="fail", score=score, explanation=explanation,
-                            value=len(violations), evidence=tuple(evidence),
-                            details={"checked": checked, "violations": violations, "unchecked": len(unchecked)})
+        score = 1 - len({v["span_id"] for v in violations}) / len(calls)
+        return GraderResult(
+            name=name,
+            type="tool-schema",
+            status="fail",
+            score=score,
+            explanation=explanation,
+            value=len(violations),
+            evidence=tuple(evidence),
+            details={"checked": checked, "violations": violations, "unchecked": len(unchecked)},
+        )
     validated = sum(1 for s in calls if s.tool is not None and s.tool.name in validators)
-    text = (f"all {len(calls)} tool call(s) checked: tools approved, {validated} argument set(s) valid "
-            f"against their schema ({', '.join(sorted({s.tool.name for s in calls if s.tool is not None}))})")
-    return GraderResult(name=name, type="tool-schema", status="pass", score=1.0, explanation=text, value=0,
-                        evidence=tuple(Evidence(f"{s.tool.name}: ok", (s.span_id,)) for s in calls if s.tool),
-                        details={"checked": checked, "violations": []})
+    text = (
+        f"all {len(calls)} tool call(s) checked: tools approved, {validated} argument set(s) valid "
+        f"against their schema ({', '.join(sorted({s.tool.name for s in calls if s.tool is not None}))})"
+    )
+    return GraderResult(
+        name=name,
+        type="tool-schema",
+        status="pass",
+        score=1.0,
+        explanation=text,
+        value=0,
+        evidence=tuple(Evidence(f"{s.tool.name}: ok", (s.span_id,)) for s in calls if s.tool),
+        details={"checked": checked, "violations": []},
+    )
 
 
 def _checkable(schema: Any) -> bool:
@@ -126,6 +153,11 @@ def _checkable(schema: Any) -> bool:
 
 
 SPECS = (
-    GraderSpec("tool-schema", ToolSchemaConfig, tool_schema, "allowlist, blocklist and JSON Schema of tool arguments",
-               needs=("tool_arguments",)),
+    GraderSpec(
+        "tool-schema",
+        ToolSchemaConfig,
+        tool_schema,
+        "allowlist, blocklist and JSON Schema of tool arguments",
+        needs=("tool_arguments",),
+    ),
 )

@@ -95,14 +95,21 @@ def _walk(root: SpanRecord, index: Mapping[str, SpanRecord]) -> list[_Node]:
 
 
 def _build(
-    root: SpanRecord, index: Mapping[str, SpanRecord], prices: Mapping[str, Price], *, partial: bool, notes: tuple[str, ...]
+    root: SpanRecord,
+    index: Mapping[str, SpanRecord],
+    prices: Mapping[str, Price],
+    *,
+    partial: bool,
+    notes: tuple[str, ...],
 ) -> Trajectory:
     nodes = _walk(root, index)
     node_by_id = {n.record.span_id: n for n in nodes}
 
     llm_nodes = _fold_llm_spans([n for n in nodes if n.record.kind == sc.LLM], node_by_id)
     tool_nodes = _fold_tool_spans([n for n in nodes if n.record.kind == sc.TOOL], node_by_id)
-    ordered = sorted(llm_nodes + tool_nodes, key=lambda n: (n.record.start_unix_nano, n.record.end_unix_nano, n.record.span_id))
+    ordered = sorted(
+        llm_nodes + tool_nodes, key=lambda n: (n.record.start_unix_nano, n.record.end_unix_nano, n.record.span_id)
+    )
 
     outer_agent = next((n.record for n in nodes if n.record.kind == sc.AGENT), None)
     agent_of = {n.record.span_id: _agent_record(n) for n in ordered}
@@ -121,22 +128,44 @@ def _build(
                 turn_of_call.setdefault(call_id, turn)
             steps.append(
                 Step(
-                    index=i, kind="llm_call", span_id=r.span_id, parent_span_id=r.parent_span_id, name=r.name,
-                    agent=agent, turn=turn, start_unix_nano=r.start_unix_nano, end_unix_nano=r.end_unix_nano,
-                    status="error" if r.error else "ok", error_type=r.error_type, error_message=r.error_message,
-                    model=r.model, provider=r.provider, usage=r.usage,
+                    index=i,
+                    kind="llm_call",
+                    span_id=r.span_id,
+                    parent_span_id=r.parent_span_id,
+                    name=r.name,
+                    agent=agent,
+                    turn=turn,
+                    start_unix_nano=r.start_unix_nano,
+                    end_unix_nano=r.end_unix_nano,
+                    status="error" if r.error else "ok",
+                    error_type=r.error_type,
+                    error_message=r.error_message,
+                    model=r.model,
+                    provider=r.provider,
+                    usage=r.usage,
                     cost_usd=r.cost_usd if r.cost_usd is not None else call_cost(r.model, r.provider, r.usage, prices),
-                    requested_tool_call_ids=requested, depth=node.depth,
+                    requested_tool_call_ids=requested,
+                    depth=node.depth,
                 )
             )
         else:
             tool_turn = turn_of_call.get(r.tool_call_id, max(turn, 0)) if r.tool_call_id else max(turn, 0)
             steps.append(
                 Step(
-                    index=i, kind="tool_call", span_id=r.span_id, parent_span_id=r.parent_span_id, name=r.name,
-                    agent=agent, turn=tool_turn, start_unix_nano=r.start_unix_nano, end_unix_nano=r.end_unix_nano,
-                    status="error" if r.error else "ok", error_type=r.error_type, error_message=r.error_message,
-                    tool=_tool_call(r), depth=node.depth,
+                    index=i,
+                    kind="tool_call",
+                    span_id=r.span_id,
+                    parent_span_id=r.parent_span_id,
+                    name=r.name,
+                    agent=agent,
+                    turn=tool_turn,
+                    start_unix_nano=r.start_unix_nano,
+                    end_unix_nano=r.end_unix_nano,
+                    status="error" if r.error else "ok",
+                    error_type=r.error_type,
+                    error_message=r.error_message,
+                    tool=_tool_call(r),
+                    depth=node.depth,
                 )
             )
 
@@ -177,8 +206,13 @@ def _fold_llm_spans(llm_nodes: list[_Node], node_by_id: Mapping[str, _Node]) -> 
         pick = next((n for n in chain if n.record.usage is not None), leaf)
         if any(n.record.error for n in chain) and not pick.record.error:
             failed = next(n.record for n in chain if n.record.error)
-            pick = _Node(replace(pick.record, error=True, error_type=failed.error_type, error_message=failed.error_message),
-                         pick.agent, pick.depth, pick.llm_ancestor, pick.tool_ancestor)
+            pick = _Node(
+                replace(pick.record, error=True, error_type=failed.error_type, error_message=failed.error_message),
+                pick.agent,
+                pick.depth,
+                pick.llm_ancestor,
+                pick.tool_ancestor,
+            )
         chosen.setdefault(pick.record.span_id, pick)
     return list(chosen.values())
 
@@ -206,7 +240,10 @@ def _fold_tool_spans(tool_nodes: list[_Node], node_by_id: Mapping[str, _Node]) -
                 error=o.error or inner.error,
                 error_type=o.error_type or inner.error_type,
             ),
-            outer.agent, outer.depth, outer.llm_ancestor, outer.tool_ancestor,
+            outer.agent,
+            outer.depth,
+            outer.llm_ancestor,
+            outer.tool_ancestor,
         )
         del merged[inner.span_id]
     return list(merged.values())
@@ -214,7 +251,7 @@ def _fold_tool_spans(tool_nodes: list[_Node], node_by_id: Mapping[str, _Node]) -
 
 def parse_json_value(value: Any) -> Any:
     """A JSON string parsed (strings that are not JSON stay strings); other values as they are."""
-    if isinstance(value, str) and value[:1] in ('{', '[', '"') and len(value) <= _MAX_JSON_CHARS:
+    if isinstance(value, str) and value[:1] in ("{", "[", '"') and len(value) <= _MAX_JSON_CHARS:
         try:
             return json.loads(value)
         except (ValueError, RecursionError):
@@ -310,7 +347,9 @@ def _summary(
         cost = call_cost(model, provider, usage, prices)
 
     step_ids = {s.span_id for s in steps}
-    agent_errors = sum(1 for n in nodes if n.record.kind == sc.AGENT and n.record.error and n.record.span_id not in step_ids)
+    agent_errors = sum(
+        1 for n in nodes if n.record.kind == sc.AGENT and n.record.error and n.record.span_id not in step_ids
+    )
     root_error = 1 if root.error and root.kind not in (sc.AGENT, sc.LLM, sc.TOOL) else 0
     failed = root.error or (outer_agent is not None and outer_agent.error)
     return Summary(
@@ -358,8 +397,13 @@ def _agents(nodes: list[_Node], steps: list[Step]) -> tuple[AgentSummary, ...]:
         tools = [s for s in own if s.kind == "tool_call"]
         out.append(
             AgentSummary(
-                name=name, parent=parent, span_id=info[(name, parent)]["span_id"], turns=len(llm), llm_calls=len(llm),
-                tool_calls=len(tools), tool_names=tuple(s.tool.name for s in tools if s.tool is not None),
+                name=name,
+                parent=parent,
+                span_id=info[(name, parent)]["span_id"],
+                turns=len(llm),
+                llm_calls=len(llm),
+                tool_calls=len(tools),
+                tool_names=tuple(s.tool.name for s in tools if s.tool is not None),
                 input_tokens=_sum(s.usage.input_tokens for s in llm if s.usage is not None),
                 output_tokens=_sum(s.usage.output_tokens for s in llm if s.usage is not None),
                 failed=bool(info[(name, parent)]["failed"]),
@@ -400,7 +444,8 @@ def _tool_definitions(records: Iterable[SpanRecord]) -> dict[str, Any]:
             item = parse_json_value(item)
             if not isinstance(item, dict):
                 continue
-            fn = item.get("function") if isinstance(item.get("function"), dict) else item
+            function = item.get("function")
+            fn: dict[str, Any] = function if isinstance(function, dict) else item
             name = fn.get("name")
             schema = fn.get("parameters", fn.get("parameters_json_schema", fn.get("input_schema")))
             if isinstance(name, str) and isinstance(schema, dict):

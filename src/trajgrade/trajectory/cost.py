@@ -30,7 +30,9 @@ class Price:
     cache_write: float | None = None
 
 
-def call_cost(model: str | None, provider: str | None, usage: Usage | None, overrides: Mapping[str, Price]) -> float | None:
+def call_cost(
+    model: str | None, provider: str | None, usage: Usage | None, overrides: Mapping[str, Price]
+) -> float | None:
     """The USD cost of one call, or ``None`` when the model or the tokens are unknown."""
     if model is None or usage is None or usage.input_tokens is None or usage.output_tokens is None:
         return None

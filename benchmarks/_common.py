@@ -1,0 +1,136 @@
+"""Shared pieces of the benchmarks: timing, synthetic runs, and the result table."""
+
+from __future__ import annotations
+
+import gc
+import json
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from trajgrade.trajectory import SpanRecord, Trajectory, build_trajectories
+from trajgrade.trajectory.model import Usage
+
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+TOOLS = ("search", "read_file", "list_items", "get_weather", "write_file")
+
+
+@dataclass
+class Figure:
+    """One measured figure: value, its target, and the ratio to the same-run baseline."""
+
+    name: str
+    value: float
+    unit: str
+    target: str
+    ok: bool
+    baseline: float | None = None
+    baseline_name: str = ""
+
+    @property
+    def ratio(self) -> float | None:
+        return self.value / self.baseline if self.baseline else None
+
+
+def median_time(fn: Callable[[], Any], *, repeat: int = 15, number: int = 1) -> float:
+    """Median seconds per call over ``repeat`` samples of ``number`` calls (GC collected before each sample)."""
+    samples = []
+    for _ in range(repeat):
+        gc.collect()
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        samples.append((time.perf_counter() - t0) / number)
+    return statistics.median(samples)
+
+
+def synthetic_records(steps: int, *, trace: str = TRACE) -> list[SpanRecord]:
+    """A run of ``steps`` steps: model calls each followed by a tool call, with realistic, varied arguments."""
+    t0 = 1_700_000_000_000_000_000
+    root = SpanRecord(
+        trace_id=trace,
+        span_id=f"{1:016x}",
+        parent_span_id=None,
+        name="invoke_agent bench",
+        kind="agent",
+        start_unix_nano=t0,
+        end_unix_nano=t0 + steps * 2_000_000,
+        error=False,
+        agent_name="bench",
+        attributes={},
+    )
+    defs = json.dumps(
+        [
+            {
+                "type": "function",
+                "name": name,
+                "parameters": {
+                    "type": "object",
+                    "properties": {"query": {"type": "string"}, "page": {"type": "integer"}},
+                },
+            }
+            for name in TOOLS
+        ]
+    )
+    records = [root]
+    for i in range(steps):
+        span_id = f"{i + 2:016x}"
+        start = t0 + i * 1_000_000
+        if i % 2 == 0:
+            records.append(
+                SpanRecord(
+                    trace_id=trace,
+                    span_id=span_id,
+                    parent_span_id=root.span_id,
+                    name="chat gpt-4o-mini",
+                    kind="llm_call",
+                    start_unix_nano=start,
+                    end_unix_nano=start + 900_000,
+                    error=False,
+                    model="gpt-4o-mini",
+                    provider="openai",
+                    usage=Usage(100 + i, 20),
+                    requested_tool_call_ids=(f"call_{i + 1}",),
+                    tool_definitions=defs if i == 0 else None,
+                )
+            )
+        else:
+            name = TOOLS[(i // 2) % len(TOOLS)]
+            records.append(
+                SpanRecord(
+                    trace_id=trace,
+                    span_id=span_id,
+                    parent_span_id=root.span_id,
+                    name=f"execute_tool {name}",
+                    kind="tool_call",
+                    start_unix_nano=start,
+                    end_unix_nano=start + 500_000,
+                    error=i % 97 == 0,
+                    tool_name=name,
+                    tool_call_id=f"call_{i}",
+                    tool_arguments=json.dumps({"query": f"topic {i // 10}", "page": i % 7}),
+                    tool_result=json.dumps({"items": [i, i + 1], "next": i + 2}),
+                )
+            )
+    return records
+
+
+def synthetic_run(steps: int) -> Trajectory:
+    (t,) = build_trajectories(synthetic_records(steps))
+    return t
+
+
+def print_table(figures: list[Figure]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="trajgrade benchmarks (this machine, one run)", title_justify="left")
+    for col in ("figure", "value", "target", "baseline (same run)", "ratio", "ok"):
+        table.add_column(col)
+    for f in figures:
+        base = f"{f.baseline:.4g} {f.unit} ({f.baseline_name})" if f.baseline is not None else "-"
+        ratio = f"{f.ratio:.2f}x" if f.ratio is not None else "-"
+        table.add_row(f.name, f"{f.value:.4g} {f.unit}", f.target, base, ratio, "yes" if f.ok else "NO")
+    Console(width=160).print(table)

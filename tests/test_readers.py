@@ -1,0 +1,328 @@
+"""Reading OTLP trace data: every accepted form, and clear errors for everything else."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from opentelemetry.proto.common.v1 import common_pb2
+from opentelemetry.proto.trace.v1 import trace_pb2
+
+from trajgrade.cli import main
+from trajgrade.exceptions import TraceDecodeError
+from trajgrade.readers import read_bytes
+
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+ROOT = "00f067aa0ba902b7"
+
+
+def attr(key: str, value: Any) -> dict[str, Any]:
+    if isinstance(value, bool):
+        return {"key": key, "value": {"boolValue": value}}
+    if isinstance(value, int):
+        return {"key": key, "value": {"intValue": str(value)}}
+    return {"key": key, "value": {"stringValue": value}}
+
+
+def request(
+    trace: str = TRACE, *, b64: bool = False, int_as_number: bool = False, enum_names: bool = False
+) -> dict[str, Any]:
+    def ident(hex_id: str) -> str:
+        return base64.b64encode(bytes.fromhex(hex_id)).decode() if b64 else hex_id
+
+    def span(sid: str, parent: str | None, name: str, attrs: dict[str, Any], start: int, end: int, error: bool = False):  # type: ignore[no-untyped-def]
+        s: dict[str, Any] = {
+            "traceId": ident(trace),
+            "spanId": ident(sid),
+            "name": name,
+            "kind": "SPAN_KIND_INTERNAL" if enum_names else 1,
+            "startTimeUnixNano": start if int_as_number else str(start),
+            "endTimeUnixNano": str(end),
+            "attributes": [attr(k, v) for k, v in attrs.items()],
+        }
+        if int_as_number:
+            for a in s["attributes"]:
+                if "intValue" in a["value"]:
+                    a["value"]["intValue"] = int(a["value"]["intValue"])
+        if parent:
+            s["parentSpanId"] = ident(parent)
+        if error:
+            s["status"] = {"code": "STATUS_CODE_ERROR" if enum_names else 2, "message": "boom"}
+        return s
+
+    spans = [
+        span(
+            ROOT,
+            None,
+            "invoke_agent helper",
+            {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper"},
+            1_000_000,
+            9_000_000,
+        ),
+        span(
+            "00000000000000a1",
+            ROOT,
+            "chat gpt-4o",
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "gpt-4o",
+                "gen_ai.usage.input_tokens": 100,
+                "gen_ai.usage.output_tokens": 10,
+            },
+            1_100_000,
+            2_000_000,
+        ),
+        span(
+            "00000000000000a2",
+            ROOT,
+            "execute_tool lookup",
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "lookup",
+                "gen_ai.tool.call.arguments": '{"q": "x"}',
+            },
+            2_100_000,
+            3_000_000,
+            error=True,
+        ),
+    ]
+    return {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": [attr("service.name", "demo")]},
+                "scopeSpans": [{"scope": {"name": "t"}, "spans": spans}],
+            }
+        ]
+    }
+
+
+def summary(data: bytes) -> tuple[Any, ...]:
+    from trajgrade.trajectory import build_trajectories, normalize
+
+    runs = build_trajectories(normalize(s) for s in read_bytes(data, "x"))
+    return tuple(
+        (
+            r.trace_id,
+            r.summary.llm_calls,
+            r.summary.tool_calls,
+            r.summary.tool_errors,
+            r.summary.input_tokens,
+            r.agent_name,
+            r.service_name,
+        )
+        for r in runs
+    )
+
+
+EXPECTED = ((TRACE, 1, 1, 1, 100, "helper", "demo"),)
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [{}, {"b64": True}, {"int_as_number": True}, {"enum_names": True}, {"b64": True, "enum_names": True}],
+)
+def test_json_forms_read_the_same(variant: dict[str, bool]) -> None:
+    assert summary(json.dumps(request(**variant)).encode()) == EXPECTED
+
+
+def test_json_lines_with_many_traces_give_many_runs() -> None:
+    other = "0af7651916cd43dd8448eb211c80319c"
+    lines = "\n".join(json.dumps(r) for r in (request(), request(other, b64=True))) + "\n"
+    assert sorted(s[0] for s in summary(lines.encode())) == sorted([TRACE, other])
+
+
+def test_binary_protobuf() -> None:
+    req = trace_service_pb2.ExportTraceServiceRequest()
+    rs = req.resource_spans.add()
+    rs.resource.attributes.add(key="service.name", value=common_pb2.AnyValue(string_value="demo"))
+    ss = rs.scope_spans.add()
+    for sid, parent, name, attrs, err in (
+        (
+            ROOT,
+            "",
+            "invoke_agent helper",
+            {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper"},
+            False,
+        ),
+        (
+            "00000000000000a1",
+            ROOT,
+            "chat gpt-4o",
+            {"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 100},
+            False,
+        ),
+        ("00000000000000a2", ROOT, "execute_tool lookup", {"gen_ai.operation.name": "execute_tool"}, True),
+    ):
+        span = ss.spans.add(
+            trace_id=bytes.fromhex(TRACE),
+            span_id=bytes.fromhex(sid),
+            name=name,
+            parent_span_id=bytes.fromhex(parent),
+            start_time_unix_nano=1,
+            end_time_unix_nano=2,
+        )
+        for k, v in attrs.items():
+            value = common_pb2.AnyValue(int_value=v) if isinstance(v, int) else common_pb2.AnyValue(string_value=v)
+            span.attributes.add(key=k, value=value)
+        if err:
+            span.status.code = trace_pb2.Status.STATUS_CODE_ERROR
+    assert summary(req.SerializeToString()) == ((TRACE, 1, 1, 1, 100, "helper", "demo"),)
+
+
+@pytest.mark.parametrize(
+    ("payload", "fragment"),
+    [
+        (b"", "empty input"),
+        (b"{not json", "invalid JSON"),
+        (b'{"resourceSpans": 3}', "resourceSpans: expected an array"),
+        (b'{"foo": []}', "no resourceSpans"),
+        (b"\xff\xfe\x00garbage", "not JSON and not a protobuf"),
+        (
+            json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz", "spanId": ROOT}]}]}]}).encode(),
+            "resourceSpans[0].scopeSpans[0].spans[0].traceId",
+        ),
+        (json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": TRACE}]}]}]}).encode(), "missing spanId"),
+        (
+            json.dumps(
+                {
+                    "resourceSpans": [
+                        {"scopeSpans": [{"spans": [{"traceId": TRACE, "spanId": ROOT, "startTimeUnixNano": "soon"}]}]}
+                    ]
+                }
+            ).encode(),
+            "startTimeUnixNano: 'soon' is not an integer",
+        ),
+        (
+            json.dumps(
+                {
+                    "resourceSpans": [
+                        {
+                            "scopeSpans": [
+                                {
+                                    "spans": [
+                                        {
+                                            "traceId": TRACE,
+                                            "spanId": ROOT,
+                                            "attributes": [{"key": "a", "value": {"intValue": "x1"}}],
+                                        }
+                                    ]
+                                }
+                            ]
+                        }
+                    ]
+                }
+            ).encode(),
+            "attributes[0].value: intValue 'x1'",
+        ),
+    ],
+)
+def test_bad_input_names_the_problem(payload: bytes, fragment: str) -> None:
+    with pytest.raises(TraceDecodeError) as e:
+        read_bytes(payload, "bad.json")
+    assert str(e.value).startswith("bad.json")
+    assert fragment in str(e.value)
+
+
+def test_json_lines_error_names_the_line() -> None:
+    data = (json.dumps(request()) + "\n{broken\n").encode()
+    with pytest.raises(TraceDecodeError, match=r"^f.jsonl:2: invalid JSON"):
+        read_bytes(data, "f.jsonl")
+
+
+def test_cli_reads_good_files_and_reports_bad_ones(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps(request()))
+    bad.write_text('{"resourceSpans": [{"scopeSpans": [{"spans": [{"spanId": 5}]}]}]}')
+    assert main(["trajectory", str(bad), str(good), "--format", "json"]) == 2
+    out, err = capsys.readouterr()
+    assert len(json.loads(out)["runs"]) == 1
+    assert f"trajgrade: {bad}: resourceSpans[0].scopeSpans[0].spans[0]" in err
+
+
+def test_cli_reads_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import io
+    import sys
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(request()).encode())))
+    assert main(["trajectory", "-", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["runs"][0]["summary"]["tool_names"] == ["lookup"]
+
+
+# --- hypothesis: malformed input of any kind is exit 2 with a message, never a traceback ------------------
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4),
+    max_leaves=25,
+)
+field_names = st.sampled_from(
+    [
+        "traceId",
+        "spanId",
+        "parentSpanId",
+        "name",
+        "kind",
+        "startTimeUnixNano",
+        "endTimeUnixNano",
+        "attributes",
+        "status",
+        "events",
+        "flags",
+        "resource",
+        "scopeSpans",
+        "spans",
+        "value",
+        "intValue",
+        "stringValue",
+        "code",
+    ]
+)
+
+
+@st.composite
+def mutated_requests(draw: st.DrawFn) -> Any:
+    """A valid request with one value somewhere replaced by arbitrary JSON."""
+    req = request(b64=draw(st.booleans()))
+    node: Any = req
+    path = [("resourceSpans", 0), ("scopeSpans", 0), ("spans", draw(st.integers(0, 2)))]
+    for key, idx in path[: draw(st.integers(0, 3))]:
+        node = node[key][idx]
+    key = draw(field_names)
+    if isinstance(node, dict):
+        node[key] = draw(json_values)
+    return req
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mutated_requests())
+def test_mutated_otlp_json_never_raises(req: Any) -> None:
+    _run_cli_on(json.dumps(req).encode())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(json_values.map(lambda v: json.dumps(v).encode()), st.binary(max_size=200)))
+def test_arbitrary_input_never_raises(data: bytes) -> None:
+    _run_cli_on(data)
+
+
+def _run_cli_on(data: bytes) -> None:
+    import contextlib
+    import io
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        f.write(data)
+        f.flush()
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = main(["trajectory", f.name, "--format", "json"])
+    assert rc in (0, 2)
+    if rc == 2:
+        assert err.getvalue().startswith(f"trajgrade: {f.name}")
+        assert "Traceback" not in err.getvalue()
+    json.loads(out.getvalue())

@@ -1,0 +1,65 @@
+"""Every fixture made by a real instrumentation rebuilds exactly: each summary field equals the framework's truth.
+
+A fixture is ``tests/fixtures/<env>/<variant>/<scenario>.json``; beside it ``<scenario>.truth.json`` holds what
+the framework itself reported (its usage object, its message history, the fake server's log), never what the
+spans say. ``tests/fixtures/<env>/generate.py`` made both; ``make fixtures`` makes them again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import FIXTURES, fixture_files
+
+from trajgrade.readers import read_path
+from trajgrade.trajectory import Trajectory, build_trajectories, normalize
+
+SUMMARY_KEYS = ("llm_calls", "tool_calls", "tool_errors", "turns", "input_tokens", "output_tokens", "failed")
+ENVIRONMENTS = ("pydantic_ai", "otel_openai_v2", "openinference", "openllmetry", "strands", "openai_agents")
+
+
+def load(path: Path) -> Trajectory:
+    runs = build_trajectories(normalize(s) for s in read_path(str(path)))
+    assert len(runs) == 1, f"{path}: {len(runs)} runs"
+    return runs[0]
+
+
+def ids(paths: list[Path]) -> list[str]:
+    return [str(p.relative_to(FIXTURES).with_suffix("")) for p in paths]
+
+
+FILES = fixture_files()
+
+
+def test_every_environment_has_fixtures() -> None:
+    found = {p.relative_to(FIXTURES).parts[0] for p in FILES}
+    assert set(ENVIRONMENTS) <= found, f"missing fixtures for {sorted(set(ENVIRONMENTS) - found)}"
+
+
+@pytest.mark.parametrize("path", FILES, ids=ids(FILES))
+def test_fixture_rebuilds_to_the_framework_truth(path: Path) -> None:
+    truth: dict[str, Any] = json.loads(path.with_suffix(".truth.json").read_text())
+    t = load(path)
+    got = {key: getattr(t.summary, key) for key in SUMMARY_KEYS if key in truth}
+    want = {key: truth[key] for key in SUMMARY_KEYS if key in truth}
+    assert got == want
+    if "tool_names" in truth:
+        assert list(t.summary.tool_names) == truth["tool_names"]
+    if truth.get("input_tokens") is not None and truth.get("output_tokens") is not None:
+        assert t.summary.total_tokens == truth["input_tokens"] + truth["output_tokens"]
+    if "agents" in truth:
+        mine: dict[str, dict[str, int]] = defaultdict(lambda: {"llm_calls": 0, "tool_calls": 0})
+        for a in t.agents:
+            mine[a.name]["llm_calls"] += a.llm_calls
+            mine[a.name]["tool_calls"] += a.tool_calls
+        for name, counts in truth["agents"].items():
+            assert {k: mine[name][k] for k in counts if k in ("llm_calls", "tool_calls")} == {
+                k: v for k, v in counts.items() if k in ("llm_calls", "tool_calls")
+            }, name
+    assert t.summary.duration_ms > 0
+    steps = list(t.steps)
+    assert steps == sorted(steps, key=lambda s: s.start_unix_nano)
