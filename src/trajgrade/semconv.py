@@ -208,3 +208,16 @@ DEFAULT_EXPLORATION_TOOLS: Final = (
     "WebSearch",
     "WebFetch",
 )
+
+# --- trajgrade's own attributes and instruments -----------------------------------------------------------
+TRAJGRADE_GRADER_TYPE: Final = "trajgrade.grader.type"
+TRAJGRADE_VALUE: Final = "trajgrade.value"
+TRAJGRADE_LIMIT: Final = "trajgrade.limit"
+TRAJGRADE_EVIDENCE_SPAN_IDS: Final = "trajgrade.evidence.span_ids"
+TRAJGRADE_PASSED: Final = "trajgrade.passed"
+TRAJGRADE_SCORE: Final = "trajgrade.score"
+TRAJGRADE_PARTIAL: Final = "trajgrade.partial"
+TRAJGRADE_SCOPE: Final = "trajgrade"
+#: Metric attribute keys (bounded values only).
+METRIC_RESULT: Final = "trajgrade.result"  # passed | failed (trajgrade.runs)
+METRIC_REASON: Final = "trajgrade.reason"  # why a trace was dropped

@@ -1,0 +1,44 @@
+"""Errors inside trajgrade never reach the application: they are logged once and counted.
+
+Under pytest they are re-raised, so that tests see trajgrade's own bugs (set
+``TRAJGRADE_RAISE_INTERNAL_ERRORS=0`` in a test that checks the agent keeps running).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+logger = logging.getLogger("trajgrade")
+
+_seen: set[tuple[str, str]] = set()
+_seen_lock = threading.Lock()
+
+
+def _should_raise() -> bool:
+    return "PYTEST_CURRENT_TEST" in os.environ and os.environ.get("TRAJGRADE_RAISE_INTERNAL_ERRORS", "1") != "0"
+
+
+@contextmanager
+def internal_errors(where: str, count: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Swallow, log once per (where, error type) and count any exception raised inside the block."""
+    try:
+        yield
+    except Exception as e:
+        error_type = type(e).__name__
+        if count is not None:
+            try:
+                count(error_type)
+            except Exception:  # counting must not fail either
+                pass
+        key = (where, error_type)
+        with _seen_lock:
+            first = key not in _seen
+            _seen.add(key)
+        if first:
+            logger.exception("trajgrade: internal error in %s (your application is unaffected)", where)
+        if _should_raise():
+            raise

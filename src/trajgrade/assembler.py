@@ -1,0 +1,98 @@
+"""Per-trace buffers of span records, bounded, released when a trace's root ends.
+
+The shape follows the SDK's tail-sampling processors: a dict of buffers behind one lock that is held only to
+append or pop, never while calling out. Every bound drops with a reason that the caller counts:
+
+- ``max_traces``: a span of a new trace when that many traces are already buffered;
+- ``max_spans_per_trace``: a span past that many in one trace (the run is then graded as partial);
+- ``trace_age``: a trace whose root has not ended after ``max_trace_age_s`` (released by ``expire``);
+- ``after_root``: a span that ends after its trace was graded.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from trajgrade.trajectory.normalize import SpanRecord
+
+__all__ = ["Assembler", "TraceBuffer"]
+
+_RECENT = 4096
+
+
+@dataclass(slots=True)
+class TraceBuffer:
+    records: list[SpanRecord] = field(default_factory=list)
+    first_seen: float = field(default_factory=time.monotonic)
+    dropped_spans: int = 0
+
+
+class Assembler:
+    """Buffers span records by trace id."""
+
+    def __init__(
+        self,
+        *,
+        max_traces: int = 10_000,
+        max_spans_per_trace: int = 10_000,
+        max_trace_age_s: float = 3600.0,
+        on_drop: Callable[[str], None] = lambda reason: None,
+    ) -> None:
+        self.max_traces = max_traces
+        self.max_spans_per_trace = max_spans_per_trace
+        self.max_trace_age_s = max_trace_age_s
+        self._on_drop = on_drop
+        # Guards _traces and _done: appends come from every thread that ends a span.
+        self._lock = threading.Lock()
+        self._traces: dict[str, TraceBuffer] = {}
+        self._done: OrderedDict[str, None] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._traces)
+
+    def add(self, record: SpanRecord) -> None:
+        reason = None
+        with self._lock:
+            buffer = self._traces.get(record.trace_id)
+            if buffer is None:
+                if record.trace_id in self._done:
+                    reason = "after_root"
+                elif len(self._traces) >= self.max_traces:
+                    reason = "max_traces"
+                else:
+                    self._traces[record.trace_id] = TraceBuffer([record])
+            elif len(buffer.records) >= self.max_spans_per_trace:
+                buffer.dropped_spans += 1
+                reason = "max_spans_per_trace"
+            else:
+                buffer.records.append(record)
+        if reason is not None:
+            self._on_drop(reason)
+
+    def pop(self, trace_id: str) -> TraceBuffer:
+        """Release a trace (its root ended); later spans of it are dropped as ``after_root``."""
+        with self._lock:
+            buffer = self._traces.pop(trace_id, None)
+            self._done[trace_id] = None
+            if len(self._done) > _RECENT:
+                self._done.popitem(last=False)
+        return buffer if buffer is not None else TraceBuffer()
+
+    def expire(self, now: float | None = None) -> list[tuple[str, TraceBuffer]]:
+        """Release the traces older than ``max_trace_age_s``."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            old = [tid for tid, b in self._traces.items() if now - b.first_seen > self.max_trace_age_s]
+            released = [(tid, self._traces.pop(tid)) for tid in old]
+        return released
+
+    def drain(self) -> list[tuple[str, TraceBuffer]]:
+        """Release every trace (shutdown)."""
+        with self._lock:
+            released = list(self._traces.items())
+            self._traces.clear()
+        return released
