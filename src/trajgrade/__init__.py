@@ -6,7 +6,9 @@ __version__ = "0.1.0"
 
 from trajgrade.config import Config, load_config, parse_config
 from trajgrade.exceptions import ConfigError, TraceDecodeError, TrajgradeError
+from trajgrade.exporter import GradingSpanExporter
 from trajgrade.graders.base import Evidence, GraderResult
+from trajgrade.processor import GradingSpanProcessor
 from trajgrade.suite import RunReport, grade_run
 from trajgrade.trajectory import Trajectory, build_trajectories
 
@@ -15,6 +17,8 @@ __all__ = [
     "ConfigError",
     "Evidence",
     "GraderResult",
+    "GradingSpanExporter",
+    "GradingSpanProcessor",
     "RunReport",
     "TraceDecodeError",
     "Trajectory",

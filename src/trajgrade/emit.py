@@ -107,4 +107,3 @@ def log_records(report: RunReport, span_context: Any, logger: Any) -> None:
     ctx: Context = set_span_in_context(NonRecordingSpan(span_context))
     for result in report.results:
         logger.emit(event_name=sc.EVALUATION_RESULT_EVENT, attributes=result_attributes(result), context=ctx)
-

@@ -35,37 +35,62 @@ class GradingMetrics:
     def __init__(self, meter_provider: MeterProvider | None = None, active: Callable[[], int] | None = None) -> None:
         meter: Meter = (meter_provider or get_meter_provider()).get_meter(sc.TRAJGRADE_SCOPE, __version__)
         self.evaluations = meter.create_counter(
-            "trajgrade.evaluations", unit="{evaluation}", description="Grader results by label")
+            "trajgrade.evaluations", unit="{evaluation}", description="Grader results by label"
+        )
         self.score = meter.create_histogram(
-            "gen_ai.evaluation.score", unit="1", description="Grader scores",
-            explicit_bucket_boundaries_advisory=_SCORE_BUCKETS)
+            "gen_ai.evaluation.score",
+            unit="1",
+            description="Grader scores",
+            explicit_bucket_boundaries_advisory=_SCORE_BUCKETS,
+        )
         self.runs = meter.create_counter("trajgrade.runs", unit="{run}", description="Graded runs by verdict")
         self.tokens = meter.create_histogram(
-            "trajgrade.run.tokens", unit="{token}", description="Tokens (input + output) per run",
-            explicit_bucket_boundaries_advisory=_TOKEN_BUCKETS)
+            "trajgrade.run.tokens",
+            unit="{token}",
+            description="Tokens (input + output) per run",
+            explicit_bucket_boundaries_advisory=_TOKEN_BUCKETS,
+        )
         self.tool_calls = meter.create_histogram(
-            "trajgrade.run.tool_calls", unit="{call}", description="Tool calls per run",
-            explicit_bucket_boundaries_advisory=_CALL_BUCKETS)
+            "trajgrade.run.tool_calls",
+            unit="{call}",
+            description="Tool calls per run",
+            explicit_bucket_boundaries_advisory=_CALL_BUCKETS,
+        )
         self.duration = meter.create_histogram(
-            "trajgrade.run.duration", unit="s", description="Run duration (root span)",
-            explicit_bucket_boundaries_advisory=_SECONDS_BUCKETS)
+            "trajgrade.run.duration",
+            unit="s",
+            description="Run duration (root span)",
+            explicit_bucket_boundaries_advisory=_SECONDS_BUCKETS,
+        )
         self.cost = meter.create_histogram(
-            "trajgrade.run.cost", unit="USD", description="Run cost", explicit_bucket_boundaries_advisory=_USD_BUCKETS)
+            "trajgrade.run.cost", unit="USD", description="Run cost", explicit_bucket_boundaries_advisory=_USD_BUCKETS
+        )
         self.utilization = meter.create_histogram(
-            "trajgrade.budget.utilization", unit="1", description="Budget grader value / limit",
-            explicit_bucket_boundaries_advisory=_UTILISATION_BUCKETS)
+            "trajgrade.budget.utilization",
+            unit="1",
+            description="Budget grader value / limit",
+            explicit_bucket_boundaries_advisory=_UTILISATION_BUCKETS,
+        )
         self.dropped = meter.create_counter(
-            "trajgrade.traces.dropped", unit="{trace}", description="Traces or spans dropped, by reason")
+            "trajgrade.traces.dropped", unit="{trace}", description="Traces or spans dropped, by reason"
+        )
         self.internal_errors = meter.create_counter(
-            "trajgrade.internal_errors", unit="{error}", description="Errors inside trajgrade (the agent kept running)")
+            "trajgrade.internal_errors", unit="{error}", description="Errors inside trajgrade (the agent kept running)"
+        )
         self.grading_duration = meter.create_histogram(
-            "trajgrade.grading.duration", unit="s", description="Time to build and grade one run",
-            explicit_bucket_boundaries_advisory=_GRADING_BUCKETS)
+            "trajgrade.grading.duration",
+            unit="s",
+            description="Time to build and grade one run",
+            explicit_bucket_boundaries_advisory=_GRADING_BUCKETS,
+        )
         self._active = active
         self._lock = threading.Lock()
         meter.create_observable_up_down_counter(
-            "trajgrade.traces.active", callbacks=[self._observe_active], unit="{trace}",
-            description="Traces buffered, waiting for their root to end")
+            "trajgrade.traces.active",
+            callbacks=[self._observe_active],
+            unit="{trace}",
+            description="Traces buffered, waiting for their root to end",
+        )
 
     def _observe_active(self, options: CallbackOptions) -> Iterable[Observation]:
         if self._active is not None:
@@ -77,8 +102,9 @@ class GradingMetrics:
         base: dict[str, Any] = {sc.AGENT_NAME: t.agent_name or "unknown"}
         if t.service_name:
             base[sc.SERVICE_NAME] = t.service_name
-        self.runs.add(1, {**base, sc.METRIC_RESULT: "passed" if report.passed else "failed",
-                          sc.TRAJGRADE_PARTIAL: t.partial})
+        self.runs.add(
+            1, {**base, sc.METRIC_RESULT: "passed" if report.passed else "failed", sc.TRAJGRADE_PARTIAL: t.partial}
+        )
         if s.total_tokens is not None:
             self.tokens.record(s.total_tokens, base)
         self.tool_calls.record(s.tool_calls, base)
@@ -87,8 +113,12 @@ class GradingMetrics:
             self.cost.record(s.cost_usd, base)
         self.grading_duration.record(grading_seconds, base)
         for r in report.results:
-            attrs = {**base, sc.EVALUATION_NAME: r.name, sc.TRAJGRADE_GRADER_TYPE: r.type,
-                     sc.EVALUATION_SCORE_LABEL: r.status}
+            attrs = {
+                **base,
+                sc.EVALUATION_NAME: r.name,
+                sc.TRAJGRADE_GRADER_TYPE: r.type,
+                sc.EVALUATION_SCORE_LABEL: r.status,
+            }
             self.evaluations.add(1, attrs)
             self.score.record(r.score, attrs)
             ratio = _utilisation(r.value, r.limit) if r.type in _BUDGET_TYPES else None

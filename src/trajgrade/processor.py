@@ -15,9 +15,11 @@ thread. Nothing raises into the application; every drop is counted with a reason
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,6 +54,14 @@ class _Job:
     ready_at: float
     partial: bool = False
     context: Any = None  # the root's SpanContext (set when the root never ended)
+
+
+def _flush_at_exit(ref: weakref.ref[GradingSpanProcessor]) -> None:
+    processor = ref()
+    if processor is not None and not processor._shutdown:
+        with internal_errors("exit", processor._grading.count_internal_error):
+            processor._grade_open_runs()
+            processor.force_flush(5_000)
 
 
 def _is_local_root(span: ReadableSpan) -> bool:
@@ -117,6 +127,9 @@ class GradingSpanProcessor(SpanProcessor):
             self._start_worker()
             if hasattr(os, "register_at_fork"):
                 os.register_at_fork(after_in_child=self._after_fork)
+        # Registered after the tracer provider's own exit hook, so it runs first: pending runs are graded and
+        # their results emitted while the exporting processors are still up.
+        atexit.register(_flush_at_exit, weakref.ref(self))
 
     # --- SDK lifecycle ------------------------------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:

@@ -1,0 +1,117 @@
+"""An example agent, graded live by trajgrade: `make demo`.
+
+A pydantic-ai agent with a scripted model (no API key, no network) answers three requests with trajgrade's
+``GradingSpanProcessor`` installed in-process. Each run's report is printed as a table when its root span
+ends, then the metrics a dashboard would read.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic_ai import Agent, ModelRetry
+from pydantic_ai.capabilities.instrumentation import Instrumentation
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.instrumented import InstrumentationSettings
+
+HERE = Path(__file__).parent
+
+#: Each scenario: the tool calls the scripted model asks for, one model response each, then an answer.
+SCENARIOS: dict[str, list[tuple[str, dict[str, Any]]]] = {
+    "weather": [("get_weather", {"city": "Paris"}), ("search", {"query": "Paris events"})],
+    "stuck": [("search", {"query": "flight status AF123"})] * 6,
+    "paging": [("list_items", {"page": p}) for p in range(1, 5)],
+}
+
+
+def scripted(calls: list[tuple[str, dict[str, Any]]]) -> FunctionModel:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        turn = sum(1 for m in messages if isinstance(m, ModelResponse))
+        if turn < len(calls):
+            name, args = calls[turn]
+            return ModelResponse(parts=[ToolCallPart(name, args, tool_call_id=f"call_{turn}")])
+        return ModelResponse(parts=[TextPart("Done: here is what I found.")])
+
+    return FunctionModel(respond, model_name="gpt-4o-mini")
+
+
+def make_agent(name: str, calls: list[tuple[str, dict[str, Any]]], tracer_provider: TracerProvider) -> Agent[None, str]:
+    instrumentation = Instrumentation(InstrumentationSettings(tracer_provider=tracer_provider))
+    agent: Agent[None, str] = Agent(scripted(calls), name=name, capabilities=[instrumentation])
+
+    @agent.tool_plain
+    def get_weather(city: str) -> str:
+        """Current weather for a city."""
+        return f"sunny in {city}"
+
+    @agent.tool_plain
+    def search(query: str) -> str:
+        """Search the web."""
+        return "no results yet"
+
+    @agent.tool_plain
+    def list_items(page: int) -> list[str]:
+        """One page of items."""
+        if page > 10:
+            raise ModelRetry("no such page")
+        return [f"item {page}.{i}" for i in range(3)]
+
+    return agent
+
+
+def run_scenarios(tracer_provider: TracerProvider, names: list[str] | None = None) -> None:
+    for name in names or list(SCENARIOS):
+        make_agent(f"{name}-agent", SCENARIOS[name], tracer_provider).run_sync(f"please do the {name} task")
+
+
+def main() -> int:
+    from rich.console import Console
+
+    from trajgrade import GradingSpanProcessor, load_config
+    from trajgrade.text import results_table
+
+    console = Console(width=140)
+    config = load_config(HERE / "configs" / "demo.yaml")
+    reader = InMemoryMetricReader()
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(
+        GradingSpanProcessor(
+            config,
+            downstream=SimpleSpanProcessor(spans),
+            meter_provider=MeterProvider(metric_readers=[reader]),
+            on_report=lambda report: console.print(results_table(report)),
+        )
+    )
+    run_scenarios(provider)
+    provider.force_flush()
+    roots = [s for s in spans.get_finished_spans() if s.parent is None]
+    events = sum(1 for s in roots for e in s.events if e.name == "gen_ai.evaluation.result")
+    console.print(f"\n{len(roots)} runs exported, {events} gen_ai.evaluation.result events on their root spans\n")
+    console.print("[bold]Metrics a dashboard reads[/]")
+    data = reader.get_metrics_data()
+    for rm in data.resource_metrics if data else []:
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                if metric.name not in ("trajgrade.evaluations", "trajgrade.runs", "trajgrade.run.tokens"):
+                    continue
+                for point in metric.data.data_points:
+                    value = getattr(point, "value", None)
+                    if value is None:
+                        value = f"count={point.count} sum={point.sum:g}"
+                    attrs = ", ".join(f"{k}={v}" for k, v in sorted(point.attributes.items()))
+                    console.print(f"  {metric.name}{{{attrs}}} {value}")
+    provider.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Ways to plug trajgrade into what already runs: OpenTelemetry auto-configuration and collectors."""

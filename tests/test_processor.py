@@ -1,0 +1,336 @@
+"""GradingSpanProcessor and GradingSpanExporter with real pydantic-ai agents (scripted models, no network)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from trajgrade import GradingSpanExporter, GradingSpanProcessor, RunReport, parse_config
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
+
+from demo_agent import make_agent, run_scenarios  # noqa: E402
+
+CONFIG = parse_config(
+    "graders:\n"
+    "  - type: token-budget\n    config: {max: 100000}\n"
+    "  - name: no-loops\n    type: loop\n    max_repeats: 3\n"
+    "  - type: budget\n    max_tool_calls: 5\n"
+)
+
+
+def metric_points(reader: InMemoryMetricReader, name: str) -> list[Any]:
+    data = reader.get_metrics_data()
+    return [
+        p
+        for rm in (data.resource_metrics if data else [])
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        if m.name == name
+        for p in m.data.data_points
+    ]
+
+
+def events_by_run(spans: list[ReadableSpan]) -> dict[str, dict[str, dict[str, Any]]]:
+    """agent-name -> grader-name -> event attributes, from wherever the events sit."""
+    by_trace_agent = {s.context.trace_id: s.attributes.get("gen_ai.agent.name") for s in spans if s.parent is None}
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for s in spans:
+        for e in s.events:
+            if e.name == "gen_ai.evaluation.result":
+                agent = by_trace_agent[s.context.trace_id]
+                out.setdefault(str(agent), {})[str(e.attributes["gen_ai.evaluation.name"])] = dict(e.attributes)
+    return out
+
+
+@pytest.fixture
+def reader() -> InMemoryMetricReader:
+    return InMemoryMetricReader()
+
+
+@pytest.mark.parametrize("wiring", ["downstream", "beside", "exporter"])
+def test_three_wirings_with_a_real_agent(wiring: str, reader: InMemoryMetricReader) -> None:
+    exported = InMemorySpanExporter()
+    reports: list[RunReport] = []
+    provider = TracerProvider()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    kw: dict[str, Any] = {"meter_provider": meter_provider, "on_report": reports.append}
+    if wiring == "downstream":
+        provider.add_span_processor(GradingSpanProcessor(CONFIG, downstream=SimpleSpanProcessor(exported), **kw))
+    elif wiring == "beside":
+        provider.add_span_processor(GradingSpanProcessor(CONFIG, tracer_provider=provider, **kw))
+        provider.add_span_processor(SimpleSpanProcessor(exported))
+    else:
+        provider.add_span_processor(SimpleSpanProcessor(GradingSpanExporter(CONFIG, exported, **kw)))
+    run_scenarios(provider, ["weather", "stuck"])
+    assert provider.force_flush()
+    spans = list(exported.get_finished_spans())
+    results = events_by_run(spans)
+    assert set(results) == {"weather-agent", "stuck-agent"}
+    assert results["weather-agent"]["no-loops"]["gen_ai.evaluation.score.label"] == "pass"
+    stuck = results["stuck-agent"]
+    assert stuck["no-loops"]["gen_ai.evaluation.score.label"] == "fail"
+    assert len(stuck["no-loops"]["trajgrade.evidence.span_ids"]) == 6
+    assert stuck["budget"]["gen_ai.evaluation.score.label"] == "fail"
+    assert stuck["budget"]["trajgrade.grader.type"] == "budget"
+    assert isinstance(stuck["token-budget"]["gen_ai.evaluation.score.value"], float)
+    carriers = [s for s in spans if "trajgrade.passed" in (s.attributes or {})]
+    assert sorted(bool(s.attributes["trajgrade.passed"]) for s in carriers) == [False, True]
+    if wiring == "beside":
+        assert {s.name for s in carriers} == {"evaluation weather-agent", "evaluation stuck-agent"}
+        roots = {s.context.span_id for s in spans if s.parent is None}
+        assert all(s.parent is not None and s.parent.span_id in roots for s in carriers)
+    else:
+        assert all(s.parent is None for s in carriers)
+    # each span exactly once
+    ids = [s.context.span_id for s in spans]
+    assert len(ids) == len(set(ids))
+    assert sorted(r.trajectory.agent_name or "" for r in reports) == ["stuck-agent", "weather-agent"]
+    runs = {
+        (p.attributes["gen_ai.agent.name"], p.attributes["trajgrade.result"]): p.value
+        for p in metric_points(reader, "trajgrade.runs")
+    }
+    assert runs == {("weather-agent", "passed"): 1, ("stuck-agent", "failed"): 1}
+    labels = {
+        (p.attributes["gen_ai.evaluation.name"], p.attributes["gen_ai.agent.name"]): p.attributes[
+            "gen_ai.evaluation.score.label"
+        ]
+        for p in metric_points(reader, "trajgrade.evaluations")
+    }
+    assert labels[("no-loops", "stuck-agent")] == "fail"
+    assert {p.attributes["gen_ai.agent.name"] for p in metric_points(reader, "trajgrade.run.tokens")} == {
+        "weather-agent",
+        "stuck-agent",
+    }
+    assert not any(m.startswith("gen_ai.client") for m in _metric_names(reader))
+    provider.shutdown()
+
+
+def _metric_names(reader: InMemoryMetricReader) -> set[str]:
+    data = reader.get_metrics_data()
+    return {m.name for rm in (data.resource_metrics if data else []) for sm in rm.scope_metrics for m in sm.metrics}
+
+
+def test_zero_code_with_opentelemetry_instrument(tmp_path: Path) -> None:
+    config = tmp_path / "graders.yaml"
+    config.write_text("graders:\n  - name: no-loops\n    type: loop\n    max_repeats: 3\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PYTEST_"))}
+    env.update(
+        TRAJGRADE_CONFIG=str(config),
+        OTEL_TRACES_EXPORTER="console",
+        OTEL_METRICS_EXPORTER="none",
+        OTEL_LOGS_EXPORTER="none",
+        OTEL_SERVICE_NAME="zero-code-app",
+    )
+    bindir = Path(sys.executable).parent
+    out = subprocess.run(
+        [str(bindir / "opentelemetry-instrument"), sys.executable, str(ROOT / "tests/apps/zero_code_app.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=True,
+    )
+    spans = _console_spans(out.stdout)
+    (evaluation,) = [s for s in spans if s["name"] == "evaluation stuck-agent"]
+    (root,) = [s for s in spans if s["parent_id"] is None]
+    assert evaluation["parent_id"] == root["context"]["span_id"]
+    (event,) = evaluation["events"]
+    assert event["name"] == "gen_ai.evaluation.result"
+    assert event["attributes"]["gen_ai.evaluation.score.label"] == "fail"
+    assert evaluation["attributes"]["trajgrade.passed"] is False
+
+
+def _console_spans(text: str) -> list[dict[str, Any]]:
+    """The ConsoleSpanExporter prints one indented JSON object per span."""
+    decoder, spans, i = json.JSONDecoder(), [], 0
+    while (start := text.find("{", i)) != -1:
+        obj, i = decoder.raw_decode(text, start)
+        spans.append(obj)
+    return spans
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_metrics_through_the_prometheus_endpoint() -> None:
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+    from prometheus_client import start_http_server
+
+    port = free_port()
+    server, thread = start_http_server(port, addr="127.0.0.1")
+    meter_provider = MeterProvider(metric_readers=[PrometheusMetricReader()])
+    try:
+        provider = TracerProvider()
+        provider.add_span_processor(
+            GradingSpanProcessor(
+                CONFIG, downstream=SimpleSpanProcessor(InMemorySpanExporter()), meter_provider=meter_provider
+            )
+        )
+        run_scenarios(provider, ["stuck"])
+        provider.force_flush()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            body = response.read().decode()
+        assert 'trajgrade_runs_total{gen_ai_agent_name="stuck-agent"' in body
+        assert 'gen_ai_evaluation_name="no-loops"' in body and 'gen_ai_evaluation_score_label="fail"' in body
+        assert "trajgrade_run_tokens_bucket" in body
+        provider.shutdown()
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+        meter_provider.shutdown()
+
+
+# --- behaviour ------------------------------------------------------------------------------------------
+@pytest.fixture
+def no_reraise(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("TRAJGRADE_RAISE_INTERNAL_ERRORS", "0")
+    yield
+
+
+def test_settle_window_attaches_spans_that_end_after_the_root(reader: InMemoryMetricReader) -> None:
+    reports: list[RunReport] = []
+    provider = TracerProvider()
+    provider.add_span_processor(
+        GradingSpanProcessor(
+            CONFIG, settle_s=0.3, on_report=reports.append, meter_provider=MeterProvider(metric_readers=[reader])
+        )
+    )
+    tracer = provider.get_tracer("app")
+    root = tracer.start_span("invoke_agent bg", attributes={"gen_ai.operation.name": "invoke_agent"})
+    from opentelemetry.trace import set_span_in_context
+
+    late = tracer.start_span(
+        "execute_tool upload",
+        context=set_span_in_context(root),
+        attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "upload"},
+    )
+    root.end()
+    late.end()  # a background task that finishes after the run's root
+    assert provider.force_flush(5000)
+    (report,) = reports
+    assert report.trajectory.summary.tool_names == ("upload",)
+
+
+def test_runs_open_at_shutdown_are_graded_as_partial(reader: InMemoryMetricReader) -> None:
+    reports: list[RunReport] = []
+    provider = TracerProvider()
+    provider.add_span_processor(
+        GradingSpanProcessor(CONFIG, on_report=reports.append, meter_provider=MeterProvider(metric_readers=[reader]))
+    )
+    tracer = provider.get_tracer("app")
+    from opentelemetry.trace import set_span_in_context
+
+    root = tracer.start_span(
+        "invoke_agent never-ends",
+        attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "never-ends"},
+    )
+    tracer.start_span(
+        "execute_tool a",
+        context=set_span_in_context(root),
+        attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "a"},
+    ).end()
+    provider.shutdown()
+    (report,) = reports
+    assert report.trajectory.partial and report.trajectory.summary.tool_calls == 1
+    assert any(p.attributes.get("trajgrade.partial") for p in metric_points(reader, "trajgrade.runs"))
+
+
+def test_concurrent_agents_each_graded_once() -> None:
+    reports: list[RunReport] = []
+    lock = threading.Lock()
+
+    def record(r: RunReport) -> None:
+        with lock:
+            reports.append(r)
+
+    provider = TracerProvider()
+    provider.add_span_processor(GradingSpanProcessor(CONFIG, on_report=record, meter_provider=MeterProvider()))
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            # each thread runs its own event loop, with several agents as concurrent asyncio tasks
+            async def many() -> None:
+                agents = [make_agent(f"agent-{i}-{k}", [("search", {"query": f"{i}.{k}"})], provider) for k in range(4)]
+                await asyncio.gather(*(a.run("go") for a in agents))
+
+            asyncio.run(many())
+        except BaseException as e:  # pragma: no cover - surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert provider.force_flush(10_000)
+    assert not errors
+    names = sorted(r.trajectory.agent_name or "" for r in reports)
+    assert names == sorted(f"agent-{i}-{k}" for i in range(8) for k in range(4))
+    provider.shutdown()
+
+
+def test_faults_never_reach_the_agent(no_reraise: None, reader: InMemoryMetricReader) -> None:
+    from trajgrade.graders import lookup
+
+    class Broken(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            raise RuntimeError("collector down")
+
+    spec = lookup("loop")
+    assert spec is not None
+    config = parse_config("graders:\n  - type: loop\n  - type: turn-count\n    config: {max: 10}\n")
+    original = spec.grade
+    object.__setattr__(spec, "grade", lambda *a: (_ for _ in ()).throw(ValueError("grader bug")))
+    try:
+        reports: list[RunReport] = []
+        provider = TracerProvider()
+        provider.add_span_processor(
+            GradingSpanProcessor(
+                config,
+                downstream=SimpleSpanProcessor(Broken()),
+                on_report=reports.append,
+                max_traces=50,
+                meter_provider=MeterProvider(metric_readers=[reader]),
+            )
+        )
+        run_scenarios(provider, ["weather"])  # the agent finishes although a grader and the exporter raise
+        provider.force_flush()
+        (report,) = reports
+        statuses = {r.name: (r.status, r.error_type) for r in report.results}
+        assert statuses == {"loop": ("error", "internal"), "turn-count": ("pass", None)}
+        # a flood of unfinished traces stays within max_traces; the rest are counted as dropped
+        tracer = provider.get_tracer("flood")
+        from opentelemetry.trace import set_span_in_context
+
+        for _ in range(500):
+            root = tracer.start_span("invoke_agent flood")
+            tracer.start_span("chat x", context=set_span_in_context(root)).end()
+        active = metric_points(reader, "trajgrade.traces.active")
+        assert active and active[0].value <= 50
+        dropped = {p.attributes["trajgrade.reason"]: p.value for p in metric_points(reader, "trajgrade.traces.dropped")}
+        assert dropped["max_traces"] == 450
+    finally:
+        object.__setattr__(spec, "grade", original)
