@@ -22,23 +22,32 @@ def _should_raise() -> bool:
     return "PYTEST_CURRENT_TEST" in os.environ and os.environ.get("TRAJGRADE_RAISE_INTERNAL_ERRORS", "1") != "0"
 
 
+def report_internal_error(where: str, error: Exception, count: Callable[[str], None] | None = None) -> None:
+    """Log once per (where, error type) and count an exception that trajgrade caught in its own code."""
+    error_type = type(error).__name__
+    if count is not None:
+        try:
+            count(error_type)
+        except Exception:  # counting must not fail either
+            pass
+    key = (where, error_type)
+    with _seen_lock:
+        first = key not in _seen
+        _seen.add(key)
+    if first:
+        logger.error("trajgrade: internal error in %s (your application is unaffected)", where, exc_info=error)
+    if _should_raise():
+        raise error
+
+
 @contextmanager
 def internal_errors(where: str, count: Callable[[str], None] | None = None) -> Iterator[None]:
-    """Swallow, log once per (where, error type) and count any exception raised inside the block."""
+    """Swallow, log once per (where, error type) and count any exception raised inside the block.
+
+    Hot paths (``on_start``, ``on_end``) use ``try``/``except`` with :func:`report_internal_error` instead:
+    a generator-based context manager costs about a microsecond per use.
+    """
     try:
         yield
     except Exception as e:
-        error_type = type(e).__name__
-        if count is not None:
-            try:
-                count(error_type)
-            except Exception:  # counting must not fail either
-                pass
-        key = (where, error_type)
-        with _seen_lock:
-            first = key not in _seen
-            _seen.add(key)
-        if first:
-            logger.exception("trajgrade: internal error in %s (your application is unaffected)", where)
-        if _should_raise():
-            raise
+        report_internal_error(where, e, count)

@@ -1,4 +1,4 @@
-"""Per-trace buffers of span records, bounded, released when a trace's root ends.
+"""Per-trace buffers of spans (or their records), bounded, released when a trace's root ends.
 
 The shape follows the SDK's tail-sampling processors: a dict of buffers behind one lock that is held only to
 append or pop, never while calling out. Every bound drops with a reason that the caller counts:
@@ -14,25 +14,25 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-
-from trajgrade.trajectory.normalize import SpanRecord
+from typing import Generic, TypeVar
 
 __all__ = ["Assembler", "TraceBuffer"]
 
 _RECENT = 4096
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
-class TraceBuffer:
-    records: list[SpanRecord] = field(default_factory=list)
+class TraceBuffer(Generic[T]):
+    records: list[T] = field(default_factory=list)
     first_seen: float = field(default_factory=time.monotonic)
     dropped_spans: int = 0
 
 
-class Assembler:
-    """Buffers span records by trace id."""
+class Assembler(Generic[T]):
+    """Buffers items (span views or records) by trace key (the trace id, as an int or a hex string)."""
 
     def __init__(
         self,
@@ -48,23 +48,23 @@ class Assembler:
         self._on_drop = on_drop
         # Guards _traces and _done: appends come from every thread that ends a span.
         self._lock = threading.Lock()
-        self._traces: dict[str, TraceBuffer] = {}
-        self._done: OrderedDict[str, None] = OrderedDict()
+        self._traces: dict[Hashable, TraceBuffer[T]] = {}
+        self._done: OrderedDict[Hashable, None] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._traces)
 
-    def add(self, record: SpanRecord) -> None:
+    def add(self, trace: Hashable, record: T) -> None:
         reason = None
         with self._lock:
-            buffer = self._traces.get(record.trace_id)
+            buffer = self._traces.get(trace)
             if buffer is None:
-                if record.trace_id in self._done:
+                if trace in self._done:
                     reason = "after_root"
                 elif len(self._traces) >= self.max_traces:
                     reason = "max_traces"
                 else:
-                    self._traces[record.trace_id] = TraceBuffer([record])
+                    self._traces[trace] = TraceBuffer([record])
             elif len(buffer.records) >= self.max_spans_per_trace:
                 buffer.dropped_spans += 1
                 reason = "max_spans_per_trace"
@@ -73,7 +73,7 @@ class Assembler:
         if reason is not None:
             self._on_drop(reason)
 
-    def pop(self, trace_id: str) -> TraceBuffer:
+    def pop(self, trace_id: Hashable) -> TraceBuffer[T]:
         """Release a trace (its root ended); later spans of it are dropped as ``after_root``."""
         with self._lock:
             buffer = self._traces.pop(trace_id, None)
@@ -82,7 +82,7 @@ class Assembler:
                 self._done.popitem(last=False)
         return buffer if buffer is not None else TraceBuffer()
 
-    def expire(self, now: float | None = None) -> list[tuple[str, TraceBuffer]]:
+    def expire(self, now: float | None = None) -> list[tuple[Hashable, TraceBuffer[T]]]:
         """Release the traces older than ``max_trace_age_s``."""
         now = time.monotonic() if now is None else now
         with self._lock:
@@ -90,7 +90,7 @@ class Assembler:
             released = [(tid, self._traces.pop(tid)) for tid in old]
         return released
 
-    def drain(self) -> list[tuple[str, TraceBuffer]]:
+    def drain(self) -> list[tuple[Hashable, TraceBuffer[T]]]:
         """Release every trace (shutdown)."""
         with self._lock:
             released = list(self._traces.items())

@@ -24,7 +24,7 @@ from trajgrade.emit import log_records, with_results
 from trajgrade.grading import Grading
 from trajgrade.spans import SdkSpan
 from trajgrade.suite import RunReport
-from trajgrade.trajectory.normalize import normalize
+from trajgrade.trajectory.normalize import SpanRecord, normalize
 
 __all__ = ["GradingSpanExporter"]
 
@@ -47,7 +47,7 @@ class GradingSpanExporter(SpanExporter):
         self._exporter = exporter
         self._grading = Grading(config, meter_provider=meter_provider, on_report=on_report, active=self._active)
         self._logger = logger_provider.get_logger(sc.TRAJGRADE_SCOPE) if logger_provider is not None else None
-        self._assembler = Assembler(
+        self._assembler: Assembler[SpanRecord] = Assembler(
             max_traces=max_traces,
             max_spans_per_trace=max_spans_per_trace,
             max_trace_age_s=max_trace_age_s,
@@ -67,7 +67,8 @@ class GradingSpanExporter(SpanExporter):
                 if span.parent is None or span.parent.is_remote:
                     roots.append(i)
                 else:
-                    self._assembler.add(normalize(SdkSpan(span), keep_attributes=False))
+                    record = normalize(SdkSpan(span), keep_attributes=False)
+                    self._assembler.add(record.trace_id, record)
             for i in roots:
                 out[i] = self._grade_root(spans[i])
             for _trace_id, _buffer in self._assembler.expire():

@@ -32,14 +32,14 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import NonRecordingSpan, TracerProvider, set_span_in_context
 
 from trajgrade import semconv as sc
-from trajgrade._internal import internal_errors
+from trajgrade._internal import internal_errors, report_internal_error
 from trajgrade.assembler import Assembler
 from trajgrade.config import Config
 from trajgrade.emit import log_records, report_attributes, result_attributes, with_results
 from trajgrade.grading import Grading
-from trajgrade.spans import SdkSpan
+from trajgrade.spans import SdkParts, SdkSpan, sdk_parts
 from trajgrade.suite import RunReport
-from trajgrade.trajectory.normalize import SpanRecord, normalize
+from trajgrade.trajectory.normalize import normalize
 
 __all__ = ["GradingSpanProcessor"]
 
@@ -48,9 +48,9 @@ _SUPPRESS = otel_context.create_key("suppress_instrumentation")
 
 @dataclass(slots=True)
 class _Job:
-    trace_id: str
-    root: ReadableSpan | None
-    root_record: SpanRecord
+    trace_id: int
+    root: ReadableSpan | None  # None when the root never ended (graded at shutdown)
+    root_view: SdkSpan
     ready_at: float
     partial: bool = False
     context: Any = None  # the root's SpanContext (set when the root never ended)
@@ -104,7 +104,7 @@ class GradingSpanProcessor(SpanProcessor):
         self._downstream = downstream
         self._tracer_provider = tracer_provider
         self._logger = logger_provider.get_logger(sc.TRAJGRADE_SCOPE) if logger_provider is not None else None
-        self._assembler = Assembler(
+        self._assembler: Assembler[SdkParts] = Assembler(
             max_traces=max_traces,
             max_spans_per_trace=max_spans_per_trace,
             max_trace_age_s=max_trace_age_s,
@@ -133,23 +133,31 @@ class GradingSpanProcessor(SpanProcessor):
 
     # --- SDK lifecycle ------------------------------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        with internal_errors("on_start", self._grading.count_internal_error):
+        try:
             if _is_local_root(span) and span.context is not None and not self._is_own(span):
                 with self._lock:
                     self._open_roots[span.context.span_id] = span
+        except Exception as e:
+            report_internal_error("on_start", e, self._grading.count_internal_error)
         if self._downstream is not None:
             self._downstream.on_start(span, parent_context)
 
     def on_end(self, span: ReadableSpan) -> None:
         handled_root = False
-        with internal_errors("on_end", self._grading.count_internal_error):
+        try:
+            parts = sdk_parts(span)
+            context, parent, scope = parts[0], parts[1], parts[10]
             if self._shutdown:
                 self._count_drop("already_shutdown")
-            elif not self._is_own(span):
-                if _is_local_root(span):
-                    handled_root = self._root_ended(span)
-                else:
-                    self._assembler.add(normalize(SdkSpan(span), keep_attributes=False))
+            elif scope is not None and scope.name == sc.TRAJGRADE_SCOPE:
+                pass  # trajgrade's own evaluation span
+            elif parent is not None and not parent.is_remote:
+                # The hot path: keep references to the span's parts; normalizing waits for the worker.
+                self._assembler.add(context.trace_id, parts)
+            else:
+                handled_root = self._root_ended(span)
+        except Exception as e:
+            report_internal_error("on_end", e, self._grading.count_internal_error)
         if not handled_root and self._downstream is not None:
             self._downstream.on_end(span)
 
@@ -203,8 +211,7 @@ class GradingSpanProcessor(SpanProcessor):
         assert span.context is not None
         with self._lock:
             self._open_roots.pop(span.context.span_id, None)
-        record = normalize(SdkSpan(span), keep_attributes=True)
-        job = _Job(record.trace_id, span, record, time.monotonic() + self._settle_s)
+        job = _Job(span.context.trace_id, span, SdkSpan(span), time.monotonic() + self._settle_s)
         if not self._use_worker:
             if self._settle_s:
                 time.sleep(self._settle_s)
@@ -219,7 +226,7 @@ class GradingSpanProcessor(SpanProcessor):
                 self._wake.notify()
         if full:
             self._count_drop("queue_full")
-            self._assembler.pop(record.trace_id)
+            self._assembler.pop(job.trace_id)
             return False
         return True
 
@@ -270,7 +277,10 @@ class GradingSpanProcessor(SpanProcessor):
         buffer = self._assembler.pop(job.trace_id)
         partial = job.partial or buffer.dropped_spans > 0
         notes = (f"{buffer.dropped_spans} span(s) dropped: over max_spans_per_trace",) if buffer.dropped_spans else ()
-        report = self._grading.grade(buffer.records, job.root_record, partial=partial, notes=notes)
+        records = [normalize(SdkSpan.of(parts), keep_attributes=False) for parts in buffer.records]
+        report = self._grading.grade(
+            records, normalize(job.root_view, keep_attributes=True), partial=partial, notes=notes
+        )
         token = otel_context.attach(otel_context.set_value(_SUPPRESS, True))
         try:
             with internal_errors("emit", self._grading.count_internal_error):
@@ -324,6 +334,6 @@ class GradingSpanProcessor(SpanProcessor):
             open_roots = list(self._open_roots.values())
             self._open_roots.clear()
         for span in open_roots:
-            record = normalize(SdkSpan(span), keep_attributes=True)
+            job = _Job(span.context.trace_id, None, SdkSpan(span), 0.0, partial=True, context=span.context)
             with self._lock:
-                self._jobs.append(_Job(record.trace_id, None, record, 0.0, partial=True, context=span.context))
+                self._jobs.append(job)

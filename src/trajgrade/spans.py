@@ -1,6 +1,6 @@
 """One read-only view over the three shapes a span arrives in.
 
-- :class:`SdkSpan` wraps an SDK ``ReadableSpan`` (the in-process processor and exporter);
+- :class:`SdkSpan` wraps an SDK ``ReadableSpan``, or the parts of one that the processor buffers;
 - :class:`ProtoSpan` wraps an OTLP protobuf ``Span`` with its resource and scope (the sidecar, binary files);
 - :class:`JsonSpan` wraps an OTLP/JSON span object (files, OTLP/HTTP JSON bodies).
 
@@ -82,74 +82,124 @@ class _Event:
 
 
 # --- SDK ---------------------------------------------------------------------------------------------
-class SdkSpan:
-    """A view over an SDK ``ReadableSpan`` (no copy)."""
+SdkParts = tuple[Any, ...]
 
-    __slots__ = ("_span",)
+
+def sdk_parts(span: ReadableSpan) -> SdkParts:
+    """What trajgrade keeps of an ended SDK span: references to its parts in one tuple, no copy.
+
+    This runs for every span the agent ends, so it reads the fields behind the public properties (which
+    copy: ``events`` builds a tuple, ``attributes`` a mappingproxy) and keeps the attributes' plain dict
+    rather than their thread-safe wrapper: one tuple and one dict per span is what the garbage collector
+    then walks, instead of a ReadableSpan and its empty event and link lists (about 3.5 KB).
+    """
+    try:
+        attributes = span._attributes
+        return (
+            span._context,
+            span._parent,
+            span._name,
+            span._kind,
+            span._start_time or 0,
+            span._end_time,
+            span._status,
+            getattr(attributes, "_dict", attributes),
+            tuple(span._events) if span._events else (),
+            span._resource,
+            span._instrumentation_scope,
+        )
+    except AttributeError:  # a ReadableSpan built another way: the public properties say the same
+        return (
+            span.context,
+            span.parent,
+            span.name,
+            span.kind,
+            span.start_time or 0,
+            span.end_time,
+            span.status,
+            span.attributes,
+            tuple(span.events),
+            span.resource,
+            span.instrumentation_scope,
+        )
+
+
+class SdkSpan:
+    """A view over an SDK ``ReadableSpan``, or over the parts :func:`sdk_parts` kept of one."""
+
+    __slots__ = ("_p",)
 
     def __init__(self, span: ReadableSpan) -> None:
-        self._span = span
+        self._p = sdk_parts(span)
+
+    @classmethod
+    def of(cls, parts: SdkParts) -> SdkSpan:
+        view = cls.__new__(cls)
+        view._p = parts
+        return view
 
     @property
     def trace_id(self) -> str:
-        ctx = self._span.context
+        ctx = self._p[0]
         return format(ctx.trace_id, "032x") if ctx is not None else "0" * 32
 
     @property
     def span_id(self) -> str:
-        ctx = self._span.context
+        ctx = self._p[0]
         return format(ctx.span_id, "016x") if ctx is not None else "0" * 16
 
     @property
     def parent_span_id(self) -> str | None:
-        parent = self._span.parent
+        parent = self._p[1]
         return format(parent.span_id, "016x") if parent is not None else None
 
     @property
     def parent_is_remote(self) -> bool | None:
-        parent = self._span.parent
+        parent = self._p[1]
         return bool(parent.is_remote) if parent is not None else None
 
     @property
     def name(self) -> str:
-        return self._span.name
+        return str(self._p[2])
 
     @property
     def kind(self) -> int:
-        return int(self._span.kind.value) + 1  # SDK INTERNAL=0 ... OTLP INTERNAL=1
+        return int(self._p[3].value) + 1  # SDK INTERNAL=0 ... OTLP INTERNAL=1
 
     @property
     def start_unix_nano(self) -> int:
-        return self._span.start_time or 0
+        return int(self._p[4])
 
     @property
     def end_unix_nano(self) -> int:
-        return self._span.end_time or self.start_unix_nano
+        return int(self._p[5] or self._p[4])
 
     @property
     def status_code(self) -> int:
-        return int(self._span.status.status_code.value)
+        return int(self._p[6].status_code.value)
 
     @property
     def status_message(self) -> str:
-        return self._span.status.description or ""
+        return str(self._p[6].description or "")
 
     @property
     def attributes(self) -> Mapping[str, Any]:
-        return self._span.attributes or _EMPTY
+        attributes: Mapping[str, Any] | None = self._p[7]
+        return attributes or _EMPTY
 
     @property
     def events(self) -> tuple[SpanEvent, ...]:
-        return tuple(_Event(e.name, e.timestamp, e.attributes or _EMPTY) for e in self._span.events)
+        return tuple(_Event(e.name, e.timestamp, e.attributes or _EMPTY) for e in self._p[8])
 
     @property
     def resource_attributes(self) -> Mapping[str, Any]:
-        return self._span.resource.attributes
+        attributes: Mapping[str, Any] = self._p[9].attributes
+        return attributes
 
     @property
     def scope_name(self) -> str:
-        scope = self._span.instrumentation_scope
-        return scope.name if scope is not None else ""
+        scope = self._p[10]
+        return str(scope.name) if scope is not None else ""
 
 
 # --- OTLP protobuf -----------------------------------------------------------------------------------

@@ -1,0 +1,158 @@
+"""The agent's hot path: what trajgrade adds to creating and ending a span, and what a buffered step costs.
+
+Per-span cost: each round creates, in shuffled order, one agent run of ``SPANS`` child spans (ten GenAI
+attributes each, ``start_as_current_span`` as instrumentations do) under every configuration:
+
+- ``sdk``: a TracerProvider with no processor (the baseline);
+- ``trajgrade``: the same with ``GradingSpanProcessor`` and a config of every grader family;
+- ``simple``: the same with ``SimpleSpanProcessor(InMemorySpanExporter())`` (a reference point).
+
+Only the child spans are timed; the root ends after the clock stops, and grading runs on the worker thread.
+The figure is the median over rounds of the per-round ratio to ``sdk`` (target: at most 1.15).
+
+Memory per buffered step: tracemalloc's growth while ``SPANS_MEMORY`` child spans of an open run sit in
+the processor's buffer, divided by their number (target: under 1 KB; a ReadableSpan held as is costs
+about 3.5 KB).
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import statistics
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+
+from _common import Figure, print_table
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from trajgrade import GradingSpanProcessor, load_config
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = Path(__import__("os").environ.get("BENCH_CONFIG", ROOT / "benchmarks" / "every_grader.yaml"))
+SPANS = 2_000
+ROUNDS = 30
+SPANS_MEMORY = 20_000
+
+
+def attributes(i: int) -> dict[str, str | int]:
+    return {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "search",
+        "gen_ai.tool.call.id": f"call_{i}",
+        "gen_ai.tool.type": "function",
+        "gen_ai.agent.name": "bench",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": "gpt-4o-mini",
+        "gen_ai.tool.call.arguments": '{"query": "weather in Paris", "page": 2}',
+        "gen_ai.usage.input_tokens": 120,
+        "gen_ai.usage.output_tokens": 14,
+    }
+
+
+ATTRS = [attributes(i) for i in range(SPANS)]
+
+
+def one_run(provider: TracerProvider) -> float:
+    """Seconds spent creating and ending SPANS child spans of one agent run (the root ends after the clock)."""
+    tracer = provider.get_tracer("bench")
+    with tracer.start_as_current_span("invoke_agent bench", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        t0 = time.perf_counter()
+        for attrs in ATTRS:
+            with tracer.start_as_current_span("execute_tool search", attributes=attrs):
+                pass
+        return time.perf_counter() - t0
+
+
+def providers() -> dict[str, tuple[TracerProvider, Callable[[], None]]]:
+    sdk = TracerProvider()
+    graded = TracerProvider()
+    processor = GradingSpanProcessor(load_config(CONFIG))
+    graded.add_span_processor(processor)
+    simple = TracerProvider()
+    exporter = InMemorySpanExporter()
+    simple.add_span_processor(SimpleSpanProcessor(exporter))
+    return {
+        "sdk": (sdk, lambda: None),
+        "trajgrade": (graded, lambda: processor.force_flush()),
+        "simple": (simple, exporter.clear),
+    }
+
+
+def per_span_figures() -> list[Figure]:
+    configs = providers()
+    names = list(configs)
+    rng = random.Random(7)
+    seconds: dict[str, list[float]] = {name: [] for name in names}
+    for name in names:  # warm-up
+        one_run(configs[name][0])
+        configs[name][1]()
+    for _ in range(ROUNDS):
+        rng.shuffle(names)
+        for name in names:
+            provider, settle = configs[name]
+            seconds[name].append(one_run(provider))
+            settle()  # grading and clearing happen outside the timed loop, before the next configuration
+    ratios = {
+        name: statistics.median(s / b for s, b in zip(seconds[name], seconds["sdk"], strict=True)) for name in names
+    }
+    us = {name: statistics.median(seconds[name]) / SPANS * 1e6 for name in names}
+    for provider, _ in configs.values():
+        provider.shutdown()
+    return [
+        Figure(
+            "hot path: span with 10 GenAI attributes, GradingSpanProcessor",
+            ratios["trajgrade"],
+            "x",
+            "<= 1.15x",
+            ratios["trajgrade"] <= 1.15,
+            1.0,
+            f"SDK alone, {us['sdk']:.1f} us/span; trajgrade {us['trajgrade']:.1f} us/span",
+        ),
+        Figure(
+            "  reference: SimpleSpanProcessor(InMemorySpanExporter)",
+            ratios["simple"],
+            "x",
+            "-",
+            True,
+            1.0,
+            f"SDK alone; {us['simple']:.1f} us/span",
+        ),
+    ]
+
+
+def memory_figure() -> Figure:
+    provider = TracerProvider()
+    processor = GradingSpanProcessor(load_config(CONFIG), max_spans_per_trace=SPANS_MEMORY * 2)
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("bench")
+    attrs = [attributes(i) for i in range(SPANS_MEMORY)]
+    with tracer.start_as_current_span("invoke_agent bench"):
+        gc.collect()
+        tracemalloc.start()
+        before = tracemalloc.take_snapshot()
+        for a in attrs:
+            with tracer.start_as_current_span("execute_tool search", attributes=a):
+                pass
+        gc.collect()
+        after = tracemalloc.take_snapshot()
+        tracemalloc.stop()
+        grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
+    provider.shutdown()
+    per_step = grown / SPANS_MEMORY
+    return Figure("memory per buffered step (tracemalloc)", per_step, "B", "< 1024 B", per_step < 1024)
+
+
+def figures() -> list[Figure]:
+    return [*per_span_figures(), memory_figure()]
+
+
+if __name__ == "__main__":
+    figs = figures()
+    print_table(figs)
+    sys.exit(0 if all(f.ok for f in figs) else 1)
