@@ -100,7 +100,13 @@ def _loops(
     """(start, end, period, similarities) of every repetition longer than max_repeats, longest first."""
     found: list[tuple[int, int, int, list[float]]] = []
     n = len(calls)
-    results = [_result_key(s) for s in calls]
+    results: list[str | None | bool] = [False] * n  # computed on first use: most pairs never get that far
+
+    def result(k: int) -> str | None:
+        if results[k] is False:
+            results[k] = _result_key(calls[k])
+        return results[k]  # type: ignore[return-value]
+
     for period in range(1, c.max_cycle_period + 1):
         i = period
         while i < n:
@@ -114,7 +120,8 @@ def _loops(
                 sim = similarity(leaves[j], leaves[j - period])
                 if sim < c.similarity_threshold:
                     break
-                if results[j] is not None and results[j - period] is not None and results[j] != results[j - period]:
+                ra, rb = result(j), result(j - period)
+                if ra is not None and rb is not None and ra != rb:
                     break  # the outcome changed: progress
                 sims.append(sim)
                 j += 1

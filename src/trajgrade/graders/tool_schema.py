@@ -14,6 +14,7 @@ a schema: when that is the only thing left unknown the result is not evaluable.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -77,7 +78,7 @@ def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
         )
     schemas = dict(t.tool_definitions) if c.use_trace_definitions else {}
     schemas.update(c.schemas)
-    validators = {tool: Draft202012Validator(schema) for tool, schema in schemas.items() if _checkable(schema)}
+    validators = {tool: v for tool, schema in schemas.items() if (v := _validator(schema)) is not None}
     violations: list[dict[str, Any]] = []
     evidence: list[Evidence] = []
     unchecked: list[str] = []
@@ -98,6 +99,8 @@ def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
             continue
         if not step.tool.arguments_captured:
             unchecked.append(where)
+            continue
+        if validator.is_valid(step.tool.arguments):
             continue
         errors = sorted(validator.iter_errors(step.tool.arguments), key=lambda e: list(e.absolute_path))
         for error in errors[:_MAX_ERRORS_PER_CALL]:
@@ -142,14 +145,32 @@ def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
     )
 
 
-def _checkable(schema: Any) -> bool:
+_COMPILED: dict[str, Draft202012Validator | None] = {}
+_COMPILED_MAX = 512
+
+
+def _validator(schema: Any) -> Draft202012Validator | None:
+    """A validator for a tool's schema, or None when it is not a valid JSON Schema (then it is not checked).
+
+    Checking a schema against the meta-schema costs milliseconds and the same definitions arrive with every
+    run, so validators are kept by the schema's canonical JSON (a small, bounded cache).
+    """
     if not isinstance(schema, dict):
-        return False
+        return None
     try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError:
-        return False
-    return True
+        key = json.dumps(schema, sort_keys=True)
+    except (TypeError, ValueError):  # not JSON-serializable: not a schema
+        return None
+    if key not in _COMPILED:
+        try:
+            Draft202012Validator.check_schema(schema)
+            validator: Draft202012Validator | None = Draft202012Validator(schema)
+        except SchemaError:
+            validator = None
+        if len(_COMPILED) >= _COMPILED_MAX:
+            _COMPILED.clear()
+        _COMPILED[key] = validator
+    return _COMPILED[key]
 
 
 SPECS = (
