@@ -129,6 +129,51 @@ def cmd_graders(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from trajgrade.config import load_config
+    from trajgrade.graders.thresholds import parse_duration
+
+    try:
+        from trajgrade.sidecar.receivers import Limits
+        from trajgrade.sidecar.server import SidecarOptions, serve
+    except ImportError as e:
+        print(f"trajgrade: serve needs the sidecar extra (pip install 'trajgrade[sidecar]'): {e}", file=sys.stderr)
+        return 2
+    try:
+        config = load_config(args.config)
+        token = None
+        if args.auth_token_file:
+            with open(args.auth_token_file) as f:
+                token = f.read().strip()
+            if not token:
+                raise ValueError(f"{args.auth_token_file}: the token file is empty")
+        if bool(args.tls_cert) != bool(args.tls_key):
+            raise ValueError("--tls-cert and --tls-key go together")
+        options = SidecarOptions(
+            otlp_http=args.otlp_http,
+            otlp_grpc=args.otlp_grpc,
+            forward=tuple(args.forward),
+            metrics_port=args.metrics_port,
+            settle_s=parse_duration(args.settle),
+            max_traces=args.max_traces,
+            max_trace_age_s=parse_duration(args.max_trace_age),
+            max_buffered_spans=args.max_buffered_spans,
+            limits=Limits(
+                max_request_bytes=args.max_request_bytes,
+                max_decompressed_bytes=args.max_decompressed_bytes,
+                auth_token=token,
+            ),
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+        )
+        if not options.otlp_http and not options.otlp_grpc:
+            raise ValueError("give --otlp-http or --otlp-grpc (or both)")
+    except (ConfigError, OSError, ValueError) as e:
+        print(f"trajgrade: {e}", file=sys.stderr)
+        return 2
+    return serve(config, options)
+
+
 def _field_doc(field: Any) -> str:
     annotation = getattr(field.annotation, "__name__", None) or str(field.annotation).replace("typing.", "")
     required = field.is_required()
@@ -157,6 +202,29 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="check graders files")
     p.add_argument("configs", nargs="+", metavar="FILE")
     p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("serve", help="run as an OTLP sidecar: receive traces, grade runs, forward every span")
+    p.add_argument("--config", required=True, metavar="FILE", help="graders file (YAML)")
+    p.add_argument("--otlp-http", metavar="HOST:PORT", help="OTLP/HTTP receiver (/v1/traces)")
+    p.add_argument("--otlp-grpc", metavar="HOST:PORT", help="OTLP/gRPC receiver")
+    p.add_argument(
+        "--forward",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="where every span goes: http://host:port (/v1/traces is added) or grpc://host:port; repeatable",
+    )
+    p.add_argument("--metrics-port", type=int, metavar="PORT", help="Prometheus endpoint on 127.0.0.1")
+    p.add_argument("--settle", default="2s", help="wait after a run's root arrives before grading (default 2s)")
+    p.add_argument("--max-traces", type=int, default=10_000, help="traces in flight (default 10000)")
+    p.add_argument("--max-trace-age", default="5m", help="grade a trace without root as partial after (5m)")
+    p.add_argument("--max-buffered-spans", type=int, default=200_000, help="per target, before HTTP 429")
+    p.add_argument("--max-request-bytes", type=int, default=16 * 1024 * 1024)
+    p.add_argument("--max-decompressed-bytes", type=int, default=64 * 1024 * 1024)
+    p.add_argument("--auth-token-file", metavar="FILE", help="require 'Authorization: Bearer <token>'")
+    p.add_argument("--tls-cert", metavar="FILE")
+    p.add_argument("--tls-key", metavar="FILE")
+    p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("graders", help="list the grader catalogue")
     p.add_argument("--format", choices=("text", "json"), default="text")

@@ -1,0 +1,163 @@
+"""OTLP/HTTP bodies in and out, and result events on protobuf spans.
+
+A body is an ``ExportTraceServiceRequest`` as binary protobuf (``application/x-protobuf``) or as OTLP/JSON
+(``application/json``: hex trace and span ids, as the specification writes them; base64 ids of plain proto3
+JSON are accepted too), optionally gzip-compressed. Every problem is a :class:`BadRequest` with the HTTP
+status and a message that names it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import zlib
+from collections.abc import Mapping
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1 import common_pb2
+from opentelemetry.proto.trace.v1 import trace_pb2
+
+from trajgrade import semconv as sc
+from trajgrade.emit import report_attributes, result_attributes
+from trajgrade.suite import RunReport
+
+__all__ = ["PROTOBUF", "BadRequest", "add_results", "decode_body", "encode_response"]
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+_ID_SIZES = {"traceId": 16, "spanId": 8, "parentSpanId": 8}
+
+
+class BadRequest(Exception):
+    """A request trajgrade will not take, with the HTTP status to answer."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def decode_body(
+    body: bytes, content_type: str, content_encoding: str, *, max_decompressed: int
+) -> ExportTraceServiceRequest:
+    """Decompress and parse an OTLP/HTTP trace export body."""
+    encoding = content_encoding.strip().lower()
+    if encoding == "gzip":
+        body = _gunzip(body, max_decompressed)
+    elif encoding not in ("", "identity"):
+        raise BadRequest(415, f"unsupported Content-Encoding {content_encoding!r} (use gzip or none)")
+    media = content_type.split(";")[0].strip().lower()
+    if media == PROTOBUF:
+        request = ExportTraceServiceRequest()
+        try:
+            request.ParseFromString(body)
+        except DecodeError as e:
+            raise BadRequest(400, f"body is not a protobuf ExportTraceServiceRequest: {e}") from None
+        return request
+    if media == JSON:
+        return _parse_json(body)
+    raise BadRequest(415, f"unsupported Content-Type {content_type!r} (use {PROTOBUF} or {JSON})")
+
+
+def _gunzip(body: bytes, limit: int) -> bytes:
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        out = inflater.decompress(body, limit + 1)
+    except zlib.error as e:
+        raise BadRequest(400, f"corrupt gzip body: {e}") from None
+    if len(out) > limit:
+        raise BadRequest(413, f"body decompresses to more than {limit} bytes")
+    if not inflater.eof:
+        raise BadRequest(400, "corrupt gzip body: truncated")
+    return out
+
+
+def _parse_json(body: bytes) -> ExportTraceServiceRequest:
+    try:
+        obj = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise BadRequest(400, f"body is not JSON: {e}") from None
+    if not isinstance(obj, dict):
+        raise BadRequest(400, "body is not an OTLP/JSON ExportTraceServiceRequest object")
+    try:
+        for i, rs in enumerate(obj.get("resourceSpans") or ()):
+            for j, ss in enumerate(rs.get("scopeSpans") or ()):
+                for k, span in enumerate(ss.get("spans") or ()):
+                    _ids_to_base64(span, f"resourceSpans[{i}].scopeSpans[{j}].spans[{k}]")
+                    for n, link in enumerate(span.get("links") or ()):
+                        _ids_to_base64(link, f"resourceSpans[{i}].scopeSpans[{j}].spans[{k}].links[{n}]")
+        return json_format.ParseDict(obj, ExportTraceServiceRequest())
+    except BadRequest:
+        raise
+    except (json_format.ParseError, AttributeError, TypeError, ValueError) as e:
+        raise BadRequest(400, f"not an OTLP/JSON ExportTraceServiceRequest: {e}") from None
+
+
+def _ids_to_base64(obj: Any, where: str) -> None:
+    """OTLP/JSON ids are hex; protobuf's JSON parser wants base64. Ids already in base64 are left alone."""
+    for key, size in _ID_SIZES.items():
+        value = obj.get(key)
+        if not isinstance(value, str) or not value:
+            continue
+        if len(value) == 2 * size:
+            try:
+                obj[key] = base64.b64encode(bytes.fromhex(value)).decode()
+                continue
+            except ValueError:
+                pass
+        try:
+            if len(base64.b64decode(value, validate=True)) == size:
+                continue
+        except binascii.Error:
+            pass
+        raise BadRequest(400, f"{where}.{key}: {value!r} is not a {size}-byte id in hex or base64")
+
+
+def encode_response(media: str, rejected_spans: int = 0, message: str = "") -> tuple[bytes, str]:
+    """An ExportTraceServiceResponse body in the request's encoding."""
+    response = ExportTraceServiceResponse()
+    if rejected_spans:
+        response.partial_success.rejected_spans = rejected_spans
+        response.partial_success.error_message = message
+    if media == JSON:
+        return json.dumps(json_format.MessageToDict(response)).encode(), JSON
+    return response.SerializeToString(), PROTOBUF
+
+
+def _any_value(value: Any) -> common_pb2.AnyValue:
+    if isinstance(value, bool):
+        return common_pb2.AnyValue(bool_value=value)
+    if isinstance(value, int):
+        return common_pb2.AnyValue(int_value=value)
+    if isinstance(value, float):
+        return common_pb2.AnyValue(double_value=value)
+    if isinstance(value, str):
+        return common_pb2.AnyValue(string_value=value)
+    if isinstance(value, list | tuple):
+        return common_pb2.AnyValue(array_value=common_pb2.ArrayValue(values=[_any_value(v) for v in value]))
+    return common_pb2.AnyValue(string_value=str(value))
+
+
+def _key_values(attributes: Mapping[str, Any]) -> list[common_pb2.KeyValue]:
+    return [common_pb2.KeyValue(key=k, value=_any_value(v)) for k, v in attributes.items()]
+
+
+def add_results(span: trace_pb2.Span, report: RunReport) -> None:
+    """Add a run's ``gen_ai.evaluation.result`` events and its verdict attributes to its root span."""
+    when = span.end_time_unix_nano or span.start_time_unix_nano
+    for result in report.results:
+        span.events.append(
+            trace_pb2.Span.Event(
+                time_unix_nano=when,
+                name=sc.EVALUATION_RESULT_EVENT,
+                attributes=_key_values(result_attributes(result)),
+            )
+        )
+    span.attributes.extend(_key_values(report_attributes(report)))

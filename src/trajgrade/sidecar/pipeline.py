@@ -1,0 +1,283 @@
+"""The sidecar's core: admit a request, forward its spans, hold each run's root until it is graded.
+
+What happens to a request:
+
+1. Admission. Its spans are reserved on every forwarder; when one cannot hold them the request is refused
+   whole (the receiver answers HTTP 429 / gRPC RESOURCE_EXHAUSTED and the collector retries it later), so
+   nothing is accepted that cannot be kept.
+2. Every span is reduced to a record in its trace's buffer (bounded by traces, spans per trace and age).
+3. Spans that are not a run's root (a span with no parent, or whose parent is remote) are forwarded at once,
+   in the request's own shape (the original bytes when nothing was held back). Roots are held.
+4. A root is graded when ``settle_s`` has passed since it arrived, from the records its trace has by then;
+   its result events and verdict attributes are added to it and it is forwarded. A trace is released when
+   none of its roots is held; a span arriving after that is still forwarded, counted ungraded.
+5. A trace whose root never arrives is graded as partial (metrics only: it has no root to carry events)
+   after ``max_trace_age_s``, then released.
+
+At shutdown, held roots are graded as partial and forwarded, and the forwarders are flushed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.metrics import MeterProvider, get_meter_provider
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1 import trace_pb2
+
+from trajgrade import __version__
+from trajgrade import semconv as sc
+from trajgrade._internal import internal_errors
+from trajgrade.assembler import Assembler
+from trajgrade.config import Config
+from trajgrade.grading import Grading
+from trajgrade.sidecar.forward import Batch, Forwarder
+from trajgrade.sidecar.otlp import add_results
+from trajgrade.spans import ProtoSpan, proto_attributes
+from trajgrade.suite import RunReport
+from trajgrade.trajectory.normalize import SpanRecord, normalize
+
+__all__ = ["Pipeline"]
+
+logger = logging.getLogger(__name__)
+_FLAG_HAS_IS_REMOTE, _FLAG_IS_REMOTE = 0x100, 0x200
+
+
+@dataclass(slots=True)
+class _Held:
+    trace_id: bytes
+    request: ExportTraceServiceRequest  # the root alone, with its resource and scope
+    ready_at: float
+
+
+def _is_root(span: trace_pb2.Span) -> bool:
+    if not span.parent_span_id:
+        return True
+    return bool(span.flags & _FLAG_HAS_IS_REMOTE and span.flags & _FLAG_IS_REMOTE)
+
+
+class SidecarMetrics:
+    """Receive, forward and back-pressure counters (the grading metrics are ``Grading``'s)."""
+
+    def __init__(self, meter_provider: MeterProvider | None) -> None:
+        meter = (meter_provider or get_meter_provider()).get_meter(sc.TRAJGRADE_SCOPE, __version__)
+        self.received = meter.create_counter("trajgrade.sidecar.spans.received", unit="{span}")
+        self.forwarded = meter.create_counter("trajgrade.sidecar.spans.forwarded", unit="{span}")
+        self.refused = meter.create_counter(
+            "trajgrade.sidecar.requests.refused", unit="{request}", description="Requests refused, by reason"
+        )
+        self.forward_failures = meter.create_counter(
+            "trajgrade.sidecar.forward.failures", unit="{attempt}", description="Failed sends, by target and retry"
+        )
+        self.downstream_rejected = meter.create_counter(
+            "trajgrade.sidecar.spans.rejected_downstream", unit="{span}", description="Spans a target refused"
+        )
+
+
+class Pipeline:
+    """Admits OTLP trace requests, grades runs, and forwards every span to every target."""
+
+    def __init__(
+        self,
+        config: Config,
+        forward_to: Sequence[str],
+        *,
+        meter_provider: MeterProvider | None = None,
+        settle_s: float = 2.0,
+        max_traces: int = 10_000,
+        max_spans_per_trace: int = 10_000,
+        max_trace_age_s: float = 300.0,
+        max_buffered_spans: int = 200_000,
+        on_report: Callable[[RunReport], Any] | None = None,
+    ) -> None:
+        self.metrics = SidecarMetrics(meter_provider)
+        self._assembler: Assembler[SpanRecord] = Assembler(
+            max_traces=max_traces,
+            max_spans_per_trace=max_spans_per_trace,
+            max_trace_age_s=max_trace_age_s,
+            on_drop=self._count_drop,
+        )
+        self._grading = Grading(
+            config,
+            meter_provider=meter_provider,
+            on_report=on_report,
+            active=lambda: len(self._assembler),
+        )
+        self._forwarders = [
+            Forwarder(
+                target,
+                max_spans=max_buffered_spans,
+                on_sent=lambda t, n: self.metrics.forwarded.add(n, {"target": t}),
+                on_failure=self._forward_failed,
+            )
+            for target in forward_to
+        ]
+        self._settle_s = settle_s
+        self._max_held = max_traces
+        # Guards admission (capacity checks and reservations) and _held; never held while sending or grading.
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._held: dict[bytes, list[_Held]] = {}
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="trajgrade-sidecar-grader", daemon=True)
+        self._thread.start()
+
+    # --- receiving --------------------------------------------------------------------------------------------
+    def submit(self, request: ExportTraceServiceRequest, body: bytes | None = None, protocol: str = "http") -> bool:
+        """Admit a request (True), or refuse it whole because a buffer is full or the sidecar is stopping."""
+        spans = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+        with self._lock:
+            if self._closed:
+                self.metrics.refused.add(1, {"reason": "shutting_down"})
+                return False
+            if any(f.free < spans for f in self._forwarders):
+                self.metrics.refused.add(1, {"reason": "buffer_full"})
+                return False
+            for f in self._forwarders:
+                f.reserve(spans)
+        self.metrics.received.add(spans, {"protocol": protocol})
+        held: list[_Held] = []
+        with internal_errors("sidecar receive", self._grading.count_internal_error):
+            held = self._split(request)
+        forwarded = spans - len(held)
+        if forwarded:
+            self._put(Batch(request, forwarded, body if not held else None))
+        if held:
+            with self._lock:
+                if len(self._held) >= self._max_held:  # bounded: grade at once rather than hold
+                    for h in held:
+                        h.ready_at = 0.0
+                for h in held:
+                    self._held.setdefault(h.trace_id, []).append(h)
+                self._wake.notify()
+        return True
+
+    def _split(self, request: ExportTraceServiceRequest) -> list[_Held]:
+        """Record every span; take the roots out of the request (they wait for grading)."""
+        held: list[_Held] = []
+        ready_at = time.monotonic() + self._settle_s
+        for rs in request.resource_spans:
+            resource = proto_attributes(rs.resource.attributes)
+            for ss in rs.scope_spans:
+                scope = ss.scope.name
+                roots = []
+                for span in ss.spans:
+                    if _is_root(span):
+                        roots.append(span)
+                    elif scope != sc.TRAJGRADE_SCOPE:
+                        self._assembler.add(span.trace_id, normalize(ProtoSpan(span, resource, scope), False))
+                if not roots or scope == sc.TRAJGRADE_SCOPE:
+                    continue
+                for span in roots:
+                    alone = ExportTraceServiceRequest()
+                    out_rs = alone.resource_spans.add(resource=rs.resource, schema_url=rs.schema_url)
+                    out_rs.scope_spans.add(scope=ss.scope, schema_url=ss.schema_url).spans.append(span)
+                    held.append(_Held(span.trace_id, alone, ready_at))
+                keep = [s for s in ss.spans if not _is_root(s)]
+                del ss.spans[:]
+                ss.spans.extend(keep)
+        return held
+
+    def _put(self, batch: Batch) -> None:
+        for f in self._forwarders:
+            f.put(batch)
+
+    # --- grading ----------------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        last_expire = time.monotonic()
+        while True:
+            with self._lock:
+                if self._closed and not self._held:
+                    return
+                self._wake.wait(0.05)
+                now = time.monotonic()
+                due = [tid for tid, hs in self._held.items() if all(h.ready_at <= now or self._closed for h in hs)]
+                batches = [(tid, self._held.pop(tid)) for tid in due]
+            for trace_id, held in batches:
+                self._grade_trace(trace_id, held, partial=self._closed)
+            if now - last_expire >= 1.0:
+                last_expire = now
+                self._expire(now)
+
+    def _grade_trace(self, trace_id: bytes, held: list[_Held], *, partial: bool) -> None:
+        records, dropped = self._assembler.snapshot(trace_id)
+        for h in held:
+            with internal_errors("sidecar grading", self._grading.count_internal_error):
+                rs = h.request.resource_spans[0]
+                ss = rs.scope_spans[0]
+                root = ss.spans[0]
+                view = ProtoSpan(root, proto_attributes(rs.resource.attributes), ss.scope.name)
+                notes = (f"{dropped} span(s) dropped: over max_spans_per_trace",) if dropped else ()
+                report = self._grading.grade(
+                    records, normalize(view, True), partial=partial or dropped > 0, notes=notes
+                )
+                if report is not None:
+                    add_results(root, report)
+            self._put(Batch(h.request, 1))
+        self._assembler.pop(trace_id)
+
+    def _expire(self, now: float | None = None) -> None:
+        """Traces past their age with no root: grade what arrived as partial (metrics only), then release."""
+        with self._lock:
+            holding = set(self._held)
+        for trace_id, buffer in self._assembler.expire(now):
+            if trace_id in holding:
+                continue
+            self._count_drop("trace_age")
+            self._grade_orphan(buffer.records)
+
+    def _grade_orphan(self, records: list[SpanRecord]) -> None:
+        if not records:
+            return
+        with internal_errors("sidecar grading", self._grading.count_internal_error):
+            ids = {r.span_id for r in records}
+            tops = [r for r in records if r.parent_span_id not in ids] or records
+            root = min(tops, key=lambda r: r.start_unix_nano)
+            rest = [r for r in records if r is not root]
+            self._grading.grade(rest, root, partial=True, notes=("the root span never arrived",))
+
+    # --- lifecycle --------------------------------------------------------------------------------------------
+    def close(self, timeout_s: float = 10.0) -> int:
+        """Stop admitting, grade held roots and orphans as partial, forward everything; spans left undelivered."""
+        with self._lock:
+            if self._closed:
+                return 0
+            self._closed = True
+            self._wake.notify_all()
+        self._thread.join(timeout=timeout_s)
+        for _trace_id, buffer in self._assembler.drain():
+            self._grade_orphan(buffer.records)
+        deadline = time.monotonic() + timeout_s
+        return sum(f.close(max(0.1, deadline - time.monotonic())) for f in self._forwarders)
+
+    def flush(self, timeout_s: float = 10.0) -> bool:
+        """Grade what is due and wait until every forwarder has delivered its queue (tests, shutdown)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._held:
+                    break
+            time.sleep(0.02)
+        return all(f.flush(max(0.0, deadline - time.monotonic())) for f in self._forwarders)
+
+    @property
+    def accepting(self) -> bool:
+        return not self._closed
+
+    @property
+    def held_roots(self) -> int:
+        with self._lock:
+            return sum(len(h) for h in self._held.values())
+
+    def _count_drop(self, reason: str) -> None:
+        self._grading.count_drop(reason)
+
+    def _forward_failed(self, target: str, reason: str, retry: bool, spans: int) -> None:
+        self.metrics.forward_failures.add(1, {"target": target, "retry": retry})
+        if not retry:
+            self.metrics.downstream_rejected.add(spans, {"target": target})

@@ -1,0 +1,141 @@
+"""OTLP receivers: HTTP (a Starlette app served by uvicorn) and gRPC (grpcio with opentelemetry-proto's service).
+
+Both hand a parsed ``ExportTraceServiceRequest`` to :meth:`Pipeline.submit`. Answers follow the OTLP
+specification: success with an ``ExportTraceServiceResponse``; a full buffer is HTTP 429 with
+``Retry-After`` / gRPC ``RESOURCE_EXHAUSTED`` with a ``RetryInfo`` detail, which collectors retry; a bad
+request is HTTP 400/413/415 / gRPC ``INVALID_ARGUMENT`` with a message that names the problem, and is not
+retried. Optional bearer-token auth (401 / ``UNAUTHENTICATED``).
+"""
+
+from __future__ import annotations
+
+import hmac
+from concurrent import futures
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.protobuf import duration_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+from trajgrade.sidecar.otlp import JSON, BadRequest, decode_body, encode_response
+from trajgrade.sidecar.pipeline import Pipeline
+
+__all__ = ["Limits", "grpc_server", "http_app"]
+
+RETRY_AFTER_S = 1
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_request_bytes: int = 16 * 1024 * 1024
+    max_decompressed_bytes: int = 64 * 1024 * 1024
+    auth_token: str | None = None
+
+
+def _authorized(header: str | None, token: str | None) -> bool:
+    if token is None:
+        return True
+    return header is not None and hmac.compare_digest(header.encode(), f"Bearer {token}".encode())
+
+
+def http_app(pipeline: Pipeline, limits: Limits) -> Starlette:
+    async def export(request: Request) -> Response:
+        if not _authorized(request.headers.get("authorization"), limits.auth_token):
+            pipeline.metrics.refused.add(1, {"reason": "unauthorized"})
+            return PlainTextResponse("missing or wrong bearer token", 401, headers={"WWW-Authenticate": "Bearer"})
+        media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        try:
+            body = await _read_body(request, limits.max_request_bytes)
+            message = decode_body(
+                body,
+                request.headers.get("content-type", ""),
+                request.headers.get("content-encoding", ""),
+                max_decompressed=limits.max_decompressed_bytes,
+            )
+        except BadRequest as e:
+            pipeline.metrics.refused.add(1, {"reason": "bad_request"})
+            return PlainTextResponse(e.message, e.status)
+        plain = body if media != JSON and not request.headers.get("content-encoding") else None
+        if not pipeline.submit(message, plain, "http"):
+            return PlainTextResponse(
+                "trajgrade is at capacity: retry later", 429, headers={"Retry-After": str(RETRY_AFTER_S)}
+            )
+        content, content_type = encode_response(media)
+        return Response(content, 200, media_type=content_type)
+
+    async def healthz(request: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    async def readyz(request: Request) -> Response:
+        return PlainTextResponse("ready") if pipeline.accepting else PlainTextResponse("stopping", 503)
+
+    return Starlette(
+        routes=[
+            Route("/v1/traces", export, methods=["POST"]),
+            Route("/healthz", healthz),
+            Route("/readyz", readyz),
+        ]
+    )
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BadRequest(413, f"body of {declared} bytes is over the limit of {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BadRequest(413, f"body is over the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
+    def __init__(self, pipeline: Pipeline, limits: Limits) -> None:
+        self._pipeline = pipeline
+        self._limits = limits
+
+    def Export(self, request: ExportTraceServiceRequest, context: Any) -> ExportTraceServiceResponse:
+        metadata = dict(context.invocation_metadata())
+        if not _authorized(metadata.get("authorization"), self._limits.auth_token):
+            self._pipeline.metrics.refused.add(1, {"reason": "unauthorized"})
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+        if not self._pipeline.submit(request, None, "grpc"):
+            retry = error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=RETRY_AFTER_S))
+            status = status_pb2.Status(code=code_pb2.RESOURCE_EXHAUSTED, message="trajgrade is at capacity")
+            status.details.add().Pack(retry)
+            context.set_trailing_metadata((("grpc-status-details-bin", status.SerializeToString()),))
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "trajgrade is at capacity: retry later")
+        return ExportTraceServiceResponse()
+
+
+def grpc_server(
+    pipeline: Pipeline, limits: Limits, address: str, credentials: grpc.ServerCredentials | None = None
+) -> grpc.Server:
+    """A started-on-demand gRPC server with the trace service; bad protobuf is INVALID_ARGUMENT from grpcio."""
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="trajgrade-grpc"),
+        options=[
+            ("grpc.max_receive_message_length", limits.max_request_bytes),
+            ("grpc.max_send_message_length", 1024 * 1024),
+        ],
+        maximum_concurrent_rpcs=64,
+    )
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_TraceService(pipeline, limits), server)
+    if credentials is not None:
+        server.add_secure_port(address, credentials)
+    else:
+        server.add_insecure_port(address)
+    return server

@@ -1,0 +1,156 @@
+"""``trajgrade serve``: the receivers, the pipeline, the metrics endpoint, and a graceful stop.
+
+:class:`Sidecar` starts everything on background threads (tests use it directly); :func:`serve` runs one in
+the foreground until SIGTERM or SIGINT, then stops receiving, grades what is in flight as partial, forwards
+everything and exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import uvicorn
+from opentelemetry.sdk.metrics import MeterProvider
+
+from trajgrade.config import Config
+from trajgrade.sidecar.pipeline import Pipeline
+from trajgrade.sidecar.receivers import Limits, grpc_server, http_app
+from trajgrade.suite import RunReport
+
+__all__ = ["Sidecar", "SidecarOptions", "serve"]
+
+logger = logging.getLogger(__name__)
+
+
+def _host_port(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"{address!r}: expected HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+@dataclass
+class SidecarOptions:
+    otlp_http: str | None = "127.0.0.1:4318"
+    otlp_grpc: str | None = None
+    forward: Sequence[str] = ()
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+    settle_s: float = 2.0
+    max_traces: int = 10_000
+    max_spans_per_trace: int = 10_000
+    max_trace_age_s: float = 300.0
+    max_buffered_spans: int = 200_000
+    limits: Limits = field(default_factory=Limits)
+    tls_cert: str | None = None
+    tls_key: str | None = None
+
+
+class Sidecar:
+    """The receivers and the pipeline, on background threads."""
+
+    def __init__(
+        self,
+        config: Config,
+        options: SidecarOptions,
+        *,
+        meter_provider: Any = None,
+        on_report: Callable[[RunReport], Any] | None = None,
+    ) -> None:
+        self.options = options
+        if meter_provider is None and options.metrics_port is not None:
+            meter_provider = _prometheus(options.metrics_host, options.metrics_port)
+        self.meter_provider = meter_provider
+        self.pipeline = Pipeline(
+            config,
+            options.forward,
+            meter_provider=meter_provider,
+            settle_s=options.settle_s,
+            max_traces=options.max_traces,
+            max_spans_per_trace=options.max_spans_per_trace,
+            max_trace_age_s=options.max_trace_age_s,
+            max_buffered_spans=options.max_buffered_spans,
+            on_report=on_report,
+        )
+        self._http: uvicorn.Server | None = None
+        self._http_thread: threading.Thread | None = None
+        self._grpc: grpc.Server | None = None
+
+    def start(self, timeout_s: float = 10.0) -> Sidecar:
+        o = self.options
+        if o.otlp_grpc:
+            credentials = None
+            if o.tls_cert and o.tls_key:
+                with open(o.tls_key, "rb") as k, open(o.tls_cert, "rb") as c:
+                    credentials = grpc.ssl_server_credentials([(k.read(), c.read())])
+            self._grpc = grpc_server(self.pipeline, o.limits, o.otlp_grpc, credentials)
+            self._grpc.start()
+        if o.otlp_http:
+            host, port = _host_port(o.otlp_http)
+            config = uvicorn.Config(
+                http_app(self.pipeline, o.limits),
+                host=host,
+                port=port,
+                log_level="warning",
+                access_log=False,
+                ssl_certfile=o.tls_cert,
+                ssl_keyfile=o.tls_key,
+                timeout_graceful_shutdown=5,
+            )
+            self._http = uvicorn.Server(config)
+            self._http_thread = threading.Thread(target=self._http.run, name="trajgrade-http", daemon=True)
+            self._http_thread.start()
+            deadline = time.monotonic() + timeout_s
+            while not self._http.started:
+                if not self._http_thread.is_alive() or time.monotonic() > deadline:
+                    raise RuntimeError(f"the OTLP/HTTP receiver did not start on {o.otlp_http}")
+                time.sleep(0.01)
+        return self
+
+    def stop(self, timeout_s: float = 10.0) -> int:
+        """Stop receiving, grade in-flight runs as partial, forward everything; returns spans not delivered."""
+        if self._http is not None:
+            self._http.should_exit = True
+        if self._grpc is not None:
+            self._grpc.stop(grace=2.0).wait(3.0)
+        if self._http_thread is not None:
+            self._http_thread.join(timeout=timeout_s)
+        left = self.pipeline.close(timeout_s)
+        if self.meter_provider is not None and hasattr(self.meter_provider, "shutdown"):
+            self.meter_provider.shutdown()
+        return left
+
+
+def _prometheus(host: str, port: int) -> MeterProvider:
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+    from prometheus_client import start_http_server
+
+    start_http_server(port=port, addr=host)
+    return MeterProvider(metric_readers=[PrometheusMetricReader()])
+
+
+def serve(config: Config, options: SidecarOptions) -> int:
+    """Run in the foreground until SIGTERM or SIGINT; the exit status is 0 when every span was delivered."""
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    sidecar = Sidecar(config, options).start()
+    endpoints = [
+        f"OTLP/HTTP {options.otlp_http}" if options.otlp_http else "",
+        f"OTLP/gRPC {options.otlp_grpc}" if options.otlp_grpc else "",
+    ]
+    logger.warning(
+        "trajgrade serve: receiving on %s; forwarding to %s",
+        ", ".join(e for e in endpoints if e) or "nothing",
+        ", ".join(options.forward) or "nowhere (grading only)",
+    )
+    stop.wait()
+    left = sidecar.stop()
+    return 0 if left == 0 else 1
