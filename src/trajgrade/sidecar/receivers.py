@@ -16,8 +16,8 @@ from typing import Any
 
 import grpc
 from google.protobuf import duration_pb2
+from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, error_details_pb2, status_pb2
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -102,29 +102,41 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
+class _TraceService:
+    """OTLP's ``TraceService/Export`` on raw bytes, so that a body that is not protobuf is INVALID_ARGUMENT."""
+
     def __init__(self, pipeline: Pipeline, limits: Limits) -> None:
         self._pipeline = pipeline
         self._limits = limits
 
-    def Export(self, request: ExportTraceServiceRequest, context: Any) -> ExportTraceServiceResponse:
+    def export(self, body: bytes, context: Any) -> bytes:
         metadata = dict(context.invocation_metadata())
         if not _authorized(metadata.get("authorization"), self._limits.auth_token):
             self._pipeline.metrics.refused.add(1, {"reason": "unauthorized"})
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
-        if not self._pipeline.submit(request, None, "grpc"):
+        request = ExportTraceServiceRequest()
+        try:
+            request.ParseFromString(body)
+        except DecodeError as e:
+            self._pipeline.metrics.refused.add(1, {"reason": "bad_request"})
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"not a protobuf ExportTraceServiceRequest: {e}")
+        if not self._pipeline.submit(request, body, "grpc"):
             retry = error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=RETRY_AFTER_S))
             status = status_pb2.Status(code=code_pb2.RESOURCE_EXHAUSTED, message="trajgrade is at capacity")
             status.details.add().Pack(retry)
             context.set_trailing_metadata((("grpc-status-details-bin", status.SerializeToString()),))
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "trajgrade is at capacity: retry later")
-        return ExportTraceServiceResponse()
+        return _EMPTY_RESPONSE
+
+
+_EMPTY_RESPONSE = ExportTraceServiceResponse().SerializeToString()
+_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 
 
 def grpc_server(
     pipeline: Pipeline, limits: Limits, address: str, credentials: grpc.ServerCredentials | None = None
 ) -> grpc.Server:
-    """A started-on-demand gRPC server with the trace service; bad protobuf is INVALID_ARGUMENT from grpcio."""
+    """A gRPC server (not started) with OTLP's trace service."""
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="trajgrade-grpc"),
         options=[
@@ -133,7 +145,11 @@ def grpc_server(
         ],
         maximum_concurrent_rpcs=64,
     )
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_TraceService(pipeline, limits), server)
+    service = _TraceService(pipeline, limits)
+    handler = grpc.method_handlers_generic_handler(
+        _SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(service.export)}
+    )
+    server.add_generic_rpc_handlers((handler,))
     if credentials is not None:
         server.add_secure_port(address, credentials)
     else:
