@@ -217,7 +217,17 @@ def proto_value(value: common_pb2.AnyValue) -> Any:
 
 def proto_attributes(kvs: Any) -> dict[str, Any]:
     """Turn a repeated OTLP ``KeyValue`` into a dict (a later duplicate key wins, as in the SDK)."""
-    return {kv.key: proto_value(kv.value) for kv in kvs}
+    out: dict[str, Any] = {}
+    for kv in kvs:  # the sidecar's hottest loop: scalars are read inline
+        value = kv.value
+        which = value.WhichOneof("value")
+        if which == "string_value":
+            out[kv.key] = value.string_value
+        elif which == "int_value":
+            out[kv.key] = value.int_value
+        else:
+            out[kv.key] = proto_value(value)
+    return out
 
 
 class ProtoSpan:

@@ -156,8 +156,8 @@ def _tool_content(span: SpanView, attributes: Mapping[str, Any]) -> tuple[Any, A
             break
     else:
         flat = {
-            k[len(sc.TOOL_ARGUMENT_PREFIX) : -len(".value")]: v
-            for k, v in attributes.items()
+            k[len(sc.TOOL_ARGUMENT_PREFIX) : -len(".value")]: attributes[k]
+            for k in attributes
             if k.startswith(sc.TOOL_ARGUMENT_PREFIX) and k.endswith(".value")
         }
         if flat:
@@ -203,8 +203,8 @@ class _PartsRef:
 
 def _flat_tool_call_ids(attributes: Mapping[str, Any]) -> tuple[str, ...]:
     ids = [
-        str(v)
-        for k, v in attributes.items()
+        str(attributes[k])
+        for k in attributes
         if (k.startswith("llm.output_messages.") or k.startswith("gen_ai.completion."))
         and any(p.match(k) for p in sc.FLAT_TOOL_CALL_ID)
     ]
@@ -214,7 +214,7 @@ def _flat_tool_call_ids(attributes: Mapping[str, Any]) -> tuple[str, ...]:
 def _flat_tool_schemas(attributes: Mapping[str, Any]) -> tuple[Any, ...] | None:
     if "llm.tools.0.tool.json_schema" not in attributes:
         return None
-    return tuple(v for k, v in attributes.items() if sc.FLAT_TOOL_SCHEMA.match(k))
+    return tuple(attributes[k] for k in attributes if sc.FLAT_TOOL_SCHEMA.match(k))
 
 
 def normalize(span: SpanView, keep_attributes: bool | None = None) -> SpanRecord:

@@ -1,0 +1,291 @@
+"""Sustained throughput of ``trajgrade serve``: receive + assemble + grade + forward, beside its load generator.
+
+Three receivers take the same load in one run, one after the other, each a single process on loopback:
+
+- ``trajgrade serve`` forwarding every span to a rotel collector that drops them (``--exporter blackhole``);
+- a bare Python OTLP/HTTP receiver (uvicorn + Starlette, as the sidecar) that parses each request and reads
+  every attribute of every span, then answers: the baseline for Python;
+- rotel itself, receiving and exporting to its blackhole: the collector's own pass-through.
+
+The load generator (another process, so the two cores are shared as in production beside a collector)
+posts pre-encoded ``ExportTraceServiceRequest`` bodies of ``SPANS_PER_REQUEST`` spans (whole agent runs:
+a root, model calls with token counts, tool calls with arguments) over ``CONNECTIONS`` keep-alive
+connections for ``SECONDS`` seconds. Figures: acknowledged spans per second, and p99 request latency.
+Targets: trajgrade at least 50,000 spans/s and at least half the bare receiver's rate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+from _common import Figure, print_table
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+SECONDS = float(os.environ.get("BENCH_SIDECAR_SECONDS", "10"))
+CONNECTIONS = 4
+TRACES_PER_REQUEST = 16
+SPANS_PER_TRACE = 32  # a root, then 31 model and tool calls
+SPANS_PER_REQUEST = TRACES_PER_REQUEST * SPANS_PER_TRACE
+
+LOADGEN = textwrap.dedent(
+    """
+    import json, sys, threading, time, http.client
+    sys.path.insert(0, sys.argv[4])
+    from bench_sidecar import make_bodies
+    port, seconds, connections = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+    bodies = make_bodies(64)
+    ok, refused, latencies, lock = [0], [0], [], threading.Lock()
+    stop_at = time.perf_counter() + seconds
+    def worker(k):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        mine, i = [], k
+        while time.perf_counter() < stop_at:
+            body = bodies[i % len(bodies)]; i += connections
+            t0 = time.perf_counter()
+            conn.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
+            r = conn.getresponse(); r.read()
+            mine.append(time.perf_counter() - t0)
+            with lock:
+                if r.status == 200: ok[0] += 1
+                else: refused[0] += 1
+        with lock: latencies.extend(mine)
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(connections)]
+    t0 = time.perf_counter()
+    for t in threads: t.start()
+    for t in threads: t.join()
+    elapsed = time.perf_counter() - t0
+    latencies.sort()
+    p99 = latencies[int(len(latencies) * 0.99) - 1] if latencies else 0.0
+    print(json.dumps({"ok": ok[0], "refused": refused[0], "elapsed": elapsed, "p99": p99}))
+    """
+)
+
+BARE = textwrap.dedent(
+    """
+    import sys, uvicorn
+    from starlette.applications import Starlette
+    from starlette.responses import Response
+    from starlette.routing import Route
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest, ExportTraceServiceResponse)
+    OK = ExportTraceServiceResponse().SerializeToString()
+    async def export(request):
+        message = ExportTraceServiceRequest()
+        message.ParseFromString(await request.body())
+        n = 0
+        for rs in message.resource_spans:
+            for kv in rs.resource.attributes:
+                n += len(kv.key)
+            for ss in rs.scope_spans:
+                for span in ss.spans:
+                    for kv in span.attributes:
+                        v = kv.value
+                        n += len(kv.key) + len(str(getattr(v, v.WhichOneof("value") or "string_value")))
+        return Response(OK, media_type="application/x-protobuf")
+    app = Starlette(routes=[Route("/v1/traces", export, methods=["POST"])])
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False)
+    """
+)
+
+CONFIG = ROOT / "tests" / "sidecar" / "graders.yaml"
+
+
+def make_bodies(n: int) -> list[bytes]:
+    """``n`` distinct request bodies, each of TRACES_PER_REQUEST whole runs."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    bodies = []
+    t0 = 1_700_000_000_000_000_000
+    for b in range(n):
+        request = ExportTraceServiceRequest()
+        rs = request.resource_spans.add()
+        rs.resource.attributes.add(key="service.name").value.string_value = "agent"
+        ss = rs.scope_spans.add()
+        ss.scope.name = "opentelemetry.instrumentation.openai_v2"
+        for t in range(TRACES_PER_REQUEST):
+            trace_id = os.urandom(16)
+            root_id = os.urandom(8)
+            for i in range(SPANS_PER_TRACE - 1):
+                span = ss.spans.add(
+                    trace_id=trace_id,
+                    span_id=os.urandom(8),
+                    parent_span_id=root_id,
+                    start_time_unix_nano=t0 + i * 1_000_000,
+                    end_time_unix_nano=t0 + i * 1_000_000 + 900_000,
+                    kind=3,
+                )
+                a = span.attributes
+                if i % 2 == 0:
+                    span.name = "chat gpt-4o-mini"
+                    a.add(key="gen_ai.operation.name").value.string_value = "chat"
+                    a.add(key="gen_ai.provider.name").value.string_value = "openai"
+                    a.add(key="gen_ai.request.model").value.string_value = "gpt-4o-mini"
+                    a.add(key="gen_ai.response.model").value.string_value = "gpt-4o-mini-2024-07-18"
+                    a.add(key="gen_ai.usage.input_tokens").value.int_value = 100 + i
+                    a.add(key="gen_ai.usage.output_tokens").value.int_value = 20
+                    a.add(
+                        key="gen_ai.response.finish_reasons"
+                    ).value.array_value.values.add().string_value = "tool_calls"
+                    a.add(key="server.address").value.string_value = "api.openai.com"
+                else:
+                    span.name = "execute_tool search"
+                    a.add(key="gen_ai.operation.name").value.string_value = "execute_tool"
+                    a.add(key="gen_ai.tool.name").value.string_value = "search"
+                    a.add(key="gen_ai.tool.call.id").value.string_value = f"call_{b}_{t}_{i}"
+                    a.add(key="gen_ai.tool.call.arguments").value.string_value = json.dumps(
+                        {"query": f"topic {i // 4}", "page": i % 5}
+                    )
+                    a.add(key="gen_ai.tool.call.result").value.string_value = json.dumps({"items": [i, i + 1]})
+            root = ss.spans.add(
+                trace_id=trace_id,
+                span_id=root_id,
+                name="invoke_agent researcher",
+                start_time_unix_nano=t0,
+                end_time_unix_nano=t0 + SPANS_PER_TRACE * 1_000_000,
+            )
+            root.attributes.add(key="gen_ai.operation.name").value.string_value = "invoke_agent"
+            root.attributes.add(key="gen_ai.agent.name").value.string_value = "researcher"
+        bodies.append(request.SerializeToString())
+    return bodies
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def rotel(workdir: Path, http_port: int) -> subprocess.Popen[bytes]:
+    import rotel as rotel_package
+
+    binary = Path(rotel_package.__file__).parent / "rotel-agent"
+    cmd = [
+        str(binary),
+        "start",
+        "--otlp-grpc-endpoint",
+        f"127.0.0.1:{free_port()}",
+        "--otlp-http-endpoint",
+        f"127.0.0.1:{http_port}",
+        "--exporter",
+        "blackhole",
+        "--pid-file",
+        str(workdir / f"rotel-{http_port}.pid"),
+        "--log-file",
+        str(workdir / f"rotel-{http_port}.log"),
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(http_port, proc)
+    return proc
+
+
+def load(port: int) -> dict[str, float]:
+    out = subprocess.run(
+        [sys.executable, "-c", LOADGEN, str(port), str(SECONDS), str(CONNECTIONS), str(Path(__file__).parent)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result: dict[str, float] = json.loads(out.stdout)
+    result["spans_per_s"] = result["ok"] * SPANS_PER_REQUEST / result["elapsed"]
+    return result
+
+
+def figures() -> list[Figure]:
+    from google.protobuf.internal import api_implementation
+
+    backend = api_implementation.Type()
+    if backend != "upb":
+        raise SystemExit(f"protobuf runs on its {backend!r} backend; the sidecar needs 'upb'")
+    results: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        sink_port = free_port()
+        sink = rotel(workdir, sink_port)
+        try:
+            port = free_port()
+            serve = subprocess.Popen(
+                [
+                    str(BIN / "trajgrade"),
+                    "serve",
+                    "--config",
+                    str(CONFIG),
+                    "--otlp-http",
+                    f"127.0.0.1:{port}",
+                    "--forward",
+                    f"http://127.0.0.1:{sink_port}",
+                    "--settle",
+                    "100ms",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            wait_port(port, serve)
+            results["trajgrade"] = load(port)
+            stop(serve)
+            port = free_port()
+            bare = subprocess.Popen([sys.executable, "-c", BARE, str(port)])
+            wait_port(port, bare)
+            results["bare"] = load(port)
+            stop(bare)
+        finally:
+            stop(sink)
+        port = free_port()
+        passthrough = rotel(workdir, port)
+        try:
+            results["rotel"] = load(port)
+        finally:
+            stop(passthrough)
+    t, b, r = results["trajgrade"], results["bare"], results["rotel"]
+    return [
+        Figure(
+            f"sidecar: receive+assemble+grade+forward, {SPANS_PER_REQUEST}-span requests",
+            t["spans_per_s"],
+            "spans/s",
+            ">= 50000 and >= 0.5x bare",
+            t["spans_per_s"] >= 50_000 and t["spans_per_s"] >= 0.5 * b["spans_per_s"],
+            b["spans_per_s"],
+            "bare Python receiver",
+        ),
+        Figure("  sidecar p99 request latency", t["p99"] * 1000, "ms", "-", True, b["p99"] * 1000, "bare receiver"),
+        Figure("  sidecar requests refused (429)", t["refused"], "", "-", True),
+        Figure("  reference: rotel pass-through", r["spans_per_s"], "spans/s", "-", True),
+        Figure("  reference: rotel p99 request latency", r["p99"] * 1000, "ms", "-", True),
+    ]
+
+
+if __name__ == "__main__":
+    figs = figures()
+    print_table(figs)
+    sys.exit(0 if all(f.ok for f in figs) else 1)
