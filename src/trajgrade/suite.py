@@ -2,7 +2,8 @@
 
 A run passes when no result is ``fail`` or ``error``; with ``scoring.threshold`` it passes when the
 weighted mean of the scores reaches the threshold instead (a result in ``error`` scores 0 there: what
-could not be judged does not help a run pass). The run's score is that weighted mean either way.
+could not be judged does not help a run pass). The run's score is that weighted mean either way. A skipped
+result (an LLM judge, which trajgrade does not run) is left out of both.
 """
 
 from __future__ import annotations
@@ -50,14 +51,15 @@ def run_grader(grader: Grader, trajectory: Trajectory) -> GraderResult:
 
 def aggregate(graders: Sequence[Grader], results: Sequence[GraderResult], scoring: Scoring) -> tuple[bool, float]:
     """(passed, score) of a list of results."""
-    weights = [scoring.weights.get(g.name, g.weight) for g in graders]
-    total = sum(weights)
-    score = sum(w * r.score for w, r in zip(weights, results, strict=True)) / total if total else 0.0
-    if not results:
+    counted = [(g, r) for g, r in zip(graders, results, strict=True) if r.error_type != "skipped"]
+    if not counted:
         return True, 1.0
+    weights = [scoring.weights.get(g.name, g.weight) for g, _ in counted]
+    total = sum(weights)
+    score = sum(w * r.score for w, (_, r) in zip(weights, counted, strict=True)) / total if total else 0.0
     if scoring.threshold is not None:
         return score >= scoring.threshold, score
-    return all(r.status == "pass" for r in results), score
+    return all(r.status == "pass" for _, r in counted), score
 
 
 def grade_run(config: Config, trajectory: Trajectory) -> RunReport:

@@ -6,7 +6,19 @@ snake_case forms of each (``tool-calls`` / ``tool_calls``, ``execution_metrics``
 
 from __future__ import annotations
 
-from trajgrade.graders import budget, loop, thresholds, tool_schema
+from trajgrade.graders import (
+    budget,
+    completed,
+    composite,
+    execution_metrics,
+    judges,
+    loop,
+    repeats,
+    thresholds,
+    tool_calls,
+    tool_schema,
+    tool_trajectory,
+)
 from trajgrade.graders.base import GraderSpec
 
 __all__ = ["CATALOGUE", "lookup"]
@@ -16,6 +28,13 @@ CATALOGUE: tuple[GraderSpec, ...] = (
     *budget.SPECS,
     *loop.SPECS,
     *tool_schema.SPECS,
+    *tool_calls.SPECS,
+    *repeats.SPECS,
+    *completed.SPECS,
+    *execution_metrics.SPECS,
+    *tool_trajectory.SPECS,
+    *composite.SPECS,
+    *judges.SPECS,
 )
 
 
