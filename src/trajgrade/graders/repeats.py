@@ -24,9 +24,8 @@ systems do; the ``loop`` grader compares argument values with a similarity thres
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
@@ -67,23 +66,16 @@ class LoopOutcomeConfig(_RepeatConfig):
     match: Match = "name-args"
 
 
-def _canonical(value: object) -> str:
-    try:
-        return json.dumps(value, sort_keys=True, default=str)
-    except (TypeError, ValueError):
-        return str(value)
-
-
-def _key(step: Step, match: Match) -> Hashable:
-    assert step.tool is not None
+def _keys(calls: Sequence[Step], match: Match) -> list[object]:
+    """What makes two calls the same action, compared with ``==`` (dicts compare deeply, in any key order)."""
     if match == "name":
-        return step.tool.name
+        return [s.tool.name if s.tool else None for s in calls]
     if match == "name-args":
-        return (step.tool.name, _canonical(step.tool.arguments))
-    return (step.tool.name, _canonical(step.tool.result))
+        return [(s.tool.name, s.tool.arguments) if s.tool else None for s in calls]
+    return [(s.tool.name, s.tool.result) if s.tool else None for s in calls]
 
 
-def longest_repetition(keys: Sequence[Hashable], max_period: int) -> tuple[int, int, int]:
+def longest_repetition(keys: Sequence[object], max_period: int) -> tuple[int, int, int]:
     """(occurrences, start index, period) of the longest back-to-back repetition of a block of keys."""
     best = (1 if keys else 0, 0, 1)
     for period in range(1, max_period + 1):
@@ -110,7 +102,7 @@ def _repetition(
         return not_evaluable(name, type_, "match: name-args, but the spans did not capture tool arguments")
     if c.match == "observation" and any(s.tool is not None and not s.tool.result_captured for s in calls):
         return not_evaluable(name, type_, "match: observation, but the spans did not capture tool results")
-    occurrences, start, period = longest_repetition([_key(s, c.match) for s in calls], c.max_cycle_period)
+    occurrences, start, period = longest_repetition(_keys(calls, c.match), c.max_cycle_period)
     return occurrences, period, calls[start : start + occurrences * period]
 
 

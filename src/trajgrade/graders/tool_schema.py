@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import jsonschema_rs
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import field_validator, model_validator
@@ -145,11 +146,36 @@ def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
     )
 
 
-_COMPILED: dict[str, Draft202012Validator | None] = {}
+class _Schema:
+    """One tool's schema, compiled twice: jsonschema-rs answers "valid?" in about a microsecond, and for the
+    few calls that are not, jsonschema (the reference implementation) says which argument and why."""
+
+    __slots__ = ("fast", "full")
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self.full = Draft202012Validator(schema)
+        try:
+            self.fast: Any = jsonschema_rs.Draft202012Validator(schema)
+        except Exception:  # a schema jsonschema-rs cannot compile is checked by jsonschema alone
+            self.fast = None
+
+    def is_valid(self, instance: Any) -> bool:
+        if self.fast is not None:
+            try:
+                return bool(self.fast.is_valid(instance))
+            except Exception:  # an instance it cannot take (e.g. a non-JSON value): ask jsonschema
+                pass
+        return bool(self.full.is_valid(instance))
+
+    def iter_errors(self, instance: Any) -> Any:
+        return self.full.iter_errors(instance)
+
+
+_COMPILED: dict[str, _Schema | None] = {}
 _COMPILED_MAX = 512
 
 
-def _validator(schema: Any) -> Draft202012Validator | None:
+def _validator(schema: Any) -> _Schema | None:
     """A validator for a tool's schema, or None when it is not a valid JSON Schema (then it is not checked).
 
     Checking a schema against the meta-schema costs milliseconds and the same definitions arrive with every
@@ -164,7 +190,7 @@ def _validator(schema: Any) -> Draft202012Validator | None:
     if key not in _COMPILED:
         try:
             Draft202012Validator.check_schema(schema)
-            validator: Draft202012Validator | None = Draft202012Validator(schema)
+            validator: _Schema | None = _Schema(schema)
         except SchemaError:
             validator = None
         if len(_COMPILED) >= _COMPILED_MAX:
