@@ -55,6 +55,14 @@ class Assembler(Generic[T]):
         return len(self._traces)
 
     def add(self, trace: Hashable, record: T) -> None:
+        with self._lock:  # the common case first: a buffered trace with room
+            buffer = self._traces.get(trace)
+            if buffer is not None and len(buffer.records) < self.max_spans_per_trace:
+                buffer.records.append(record)
+                return
+        self._add_slow(trace, record)
+
+    def _add_slow(self, trace: Hashable, record: T) -> None:
         reason = None
         with self._lock:
             buffer = self._traces.get(trace)

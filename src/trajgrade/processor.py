@@ -44,6 +44,7 @@ from trajgrade.trajectory.normalize import normalize
 __all__ = ["GradingSpanProcessor"]
 
 _SUPPRESS = otel_context.create_key("suppress_instrumentation")
+_OWN_SPAN_PREFIX = "evaluation "
 
 
 @dataclass(slots=True)
@@ -62,10 +63,6 @@ def _flush_at_exit(ref: weakref.ref[GradingSpanProcessor]) -> None:
         with internal_errors("exit", processor._grading.count_internal_error):
             processor._grade_open_runs()
             processor.force_flush(5_000)
-
-
-def _is_local_root(span: ReadableSpan) -> bool:
-    return span.parent is None or bool(span.parent.is_remote)
 
 
 class GradingSpanProcessor(SpanProcessor):
@@ -133,12 +130,14 @@ class GradingSpanProcessor(SpanProcessor):
 
     # --- SDK lifecycle ------------------------------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        try:
-            if _is_local_root(span) and span.context is not None and not self._is_own(span):
-                with self._lock:
-                    self._open_roots[span.context.span_id] = span
-        except Exception as e:
-            report_internal_error("on_start", e, self._grading.count_internal_error)
+        parent = span.parent
+        if parent is None or parent.is_remote:  # only a run's root is remembered (graded at shutdown if open)
+            try:
+                if span.context is not None and not self._is_own(span):
+                    with self._lock:
+                        self._open_roots[span.context.span_id] = span
+            except Exception as e:
+                report_internal_error("on_start", e, self._grading.count_internal_error)
         if self._downstream is not None:
             self._downstream.on_start(span, parent_context)
 
@@ -146,15 +145,15 @@ class GradingSpanProcessor(SpanProcessor):
         handled_root = False
         try:
             parts = sdk_parts(span)
-            context, parent, scope = parts[0], parts[1], parts[10]
+            parent = parts[1]
             if self._shutdown:
                 self._count_drop("already_shutdown")
-            elif scope is not None and scope.name == sc.TRAJGRADE_SCOPE:
-                pass  # trajgrade's own evaluation span
             elif parent is not None and not parent.is_remote:
                 # The hot path: keep references to the span's parts; normalizing waits for the worker.
-                self._assembler.add(context.trace_id, parts)
-            else:
+                # (trajgrade's own evaluation span is a child of the root: its name is checked first, it is cheap.)
+                if not (parts[2].startswith(_OWN_SPAN_PREFIX) and self._is_own(span)):
+                    self._assembler.add(parts[0].trace_id, parts)
+            elif not self._is_own(span):
                 handled_root = self._root_ended(span)
         except Exception as e:
             report_internal_error("on_end", e, self._grading.count_internal_error)
@@ -310,7 +309,7 @@ class GradingSpanProcessor(SpanProcessor):
         end = (job.root.end_time if job.root is not None else None) or time.time_ns()
         agent = report.trajectory.agent_name or report.trajectory.root_span_name
         span = tracer.start_span(
-            f"evaluation {agent}",
+            f"{_OWN_SPAN_PREFIX}{agent}",
             context=set_span_in_context(NonRecordingSpan(span_context)),
             start_time=end,
             attributes={**report_attributes(report), sc.OPERATION_NAME: "evaluation"},
