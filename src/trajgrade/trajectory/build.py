@@ -387,7 +387,9 @@ def _agents(nodes: list[_Node], steps: list[Step]) -> tuple[AgentSummary, ...]:
         key = (r.agent_name, n.agent.agent_name if n.agent is not None else None)
         if key not in info:
             order.append(key)
-            info[key] = {"span_id": r.span_id, "failed": r.error, "depth": n.depth}
+            # the depth its own steps have: one below the agent that delegated to it (see _walk)
+            depth = n.depth + (1 if n.agent is not None else 0)
+            info[key] = {"span_id": r.span_id, "failed": r.error, "depth": depth}
         else:
             info[key]["failed"] = info[key]["failed"] or r.error
     out: list[AgentSummary] = []
