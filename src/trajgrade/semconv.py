@@ -59,6 +59,10 @@ EVALUATION_EXPLANATION: Final = _genai.GEN_AI_EVALUATION_EXPLANATION
 
 # --- what kind of step a span is --------------------------------------------------------------------
 #: (attribute key, {value: kind}); the first key present with a known value decides.
+OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
+#: Kinds that need an agent name to be an agent: OpenInference's openai-agents bridge marks the trace's root
+#: (the SDK's workflow, named by ``trace.name``) AGENT without ``agent.name``; it is the run's container.
+UNNAMED_AGENT_IS_WORKFLOW: Final = ((OPENINFERENCE_SPAN_KIND, "AGENT"),)
 KIND_BY_ATTRIBUTE: Final[tuple[tuple[str, dict[str, str]], ...]] = (
     (
         OPERATION_NAME,
@@ -73,7 +77,7 @@ KIND_BY_ATTRIBUTE: Final[tuple[tuple[str, dict[str, str]], ...]] = (
             "embeddings": EMBEDDING,
         },
     ),
-    ("openinference.span.kind", {"LLM": LLM, "TOOL": TOOL, "AGENT": AGENT, "EMBEDDING": EMBEDDING}),
+    (OPENINFERENCE_SPAN_KIND, {"LLM": LLM, "TOOL": TOOL, "AGENT": AGENT, "EMBEDDING": EMBEDDING}),
     ("traceloop.span.kind", {"tool": TOOL, "agent": AGENT, "workflow": WORKFLOW}),
     ("llm.request.type", {"chat": LLM, "completion": LLM, "embedding": EMBEDDING}),
 )

@@ -74,6 +74,12 @@ def classify(name: str, attributes: Mapping[str, Any]) -> str:
         if value is not None:
             kind = kinds.get(str(value))
             if kind is not None:
+                if (
+                    kind == sc.AGENT
+                    and (key, value) in sc.UNNAMED_AGENT_IS_WORKFLOW
+                    and _first(attributes, sc.AGENT_NAME_KEYS) is None
+                ):
+                    return sc.WORKFLOW
                 return kind
     for pattern, kind in sc.KIND_BY_NAME:
         if pattern.match(name):
