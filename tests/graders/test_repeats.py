@@ -31,11 +31,39 @@ def test_longest_repetition_counts_blocks() -> None:
 
 
 def test_max_repeat_pass_and_fail_on_observation() -> None:
-    assert grade("type: max-repeat\n    max: 3\n", same_call(3)).status == "pass"
+    r = grade("type: max-repeat\n    max: 3\n", same_call(3))
+    assert (r.status, r.score, r.value, r.limit) == ("pass", 1.0, 3, 3)
+    assert r.explanation == "longest repetition: search 3 times in a row (match: observation, max 3)"
     r = grade("type: max-repeat\n    max: 3\n", same_call(4))
     assert (r.status, r.score, r.value) == ("fail", 0.0, 4)
     assert len(r.evidence[0].span_ids) == 4
-    assert "search 4 times in a row" in r.explanation
+    assert r.explanation == "repeated more than 3 times: search 4 times in a row (match: observation, max 3)"
+    assert r.details == {"value": 4, "max": 3, "period": 1, "match": "observation"}
+
+
+def test_the_seed_snippets_load_and_behave_as_described() -> None:
+    max_repeat = (
+        'graders:\n  - type: max-repeat\n    config:\n      max: 3\n      match: observation\n      tools: ["^bash$"]\n'
+    )
+    loop_outcome = (
+        "graders:\n  - type: loop-outcome\n    config:\n      should_loop: false\n"
+        '      max_acceptable_retries: 3\n      match: name-args\n      tools: ["^bash$"]\n'
+    )
+
+    def bash(n: int, other: int = 0) -> Trajectory:
+        steps = [llm()]
+        for _ in range(n):
+            steps += [tool("bash", {"command": "npm test"}, result="1 failing"), llm()]
+        steps += [tool("view", {"path": "a"}, result="x") for _ in range(other)]
+        return run(*steps)
+
+    def status(config: str, t: Trajectory) -> str:
+        return grade_run(parse_config(config), t).results[0].status
+
+    # "fail when an action repeats more than 3 times in a row"; only bash is watched
+    assert [status(max_repeat, bash(n, other=9)) for n in (3, 4)] == ["pass", "fail"]
+    # ">3 retries in a row = a loop (a run of N identical calls is N-1 retries)"
+    assert [status(loop_outcome, bash(n, other=9)) for n in (4, 5)] == ["pass", "fail"]
 
 
 def test_observation_differs_when_the_result_changes_but_name_does_not() -> None:
@@ -57,6 +85,12 @@ def test_name_args_is_deep_equality_and_different_tools_are_never_the_same() -> 
     assert grade("type: max-repeat\n    max: 1\n    match: name-args\n", t).status == "pass"
     t2 = run(tool("a", {"x": 1}, result="r"), tool("b", {"x": 1}, result="r"), tool("a", {"x": 1}, result="r"))
     assert grade("type: max-repeat\n    max: 1\n    match: observation\n", t2).status == "pass"
+    # deep-equal: key order is ignored, 1 equals 1.0, true is not 1, strings compare exactly
+    same = run(tool("f", {"a": {"x": 1, "y": [1, 2]}, "b": 2}), tool("f", {"b": 2.0, "a": {"y": [1, 2], "x": 1}}))
+    assert grade("type: max-repeat\n    max: 1\n    match: name-args\n", same).status == "fail"
+    for a, b in (({"v": True}, {"v": 1}), ({"q": "Rust"}, {"q": "rust"}), ({"q": "a"}, {"q": "a "})):
+        t3 = run(tool("f", a), tool("f", b))
+        assert grade("type: max-repeat\n    max: 1\n    match: name-args\n", t3).status == "pass", (a, b)
 
 
 def test_cycles_need_max_cycle_period() -> None:
@@ -67,6 +101,10 @@ def test_cycles_need_max_cycle_period() -> None:
     assert grade("type: max-repeat\n    max: 2\n", t).status == "pass"
     r = grade("type: max-repeat\n    max: 2\n    max_cycle_period: 2\n", t)
     assert r.status == "fail" and "[open, close] 3 times in a row" in r.explanation
+    assert r.details["period"] == 2 and len(r.evidence[0].span_ids) == 6
+    # the same calls as loop-outcome: 3 blocks = 2 retries
+    r = grade("type: loop-outcome\n    max_acceptable_retries: 1\n    max_cycle_period: 2\n", t)
+    assert (r.status, r.value) == ("fail", 2)
 
 
 def test_tools_scope_and_not_evaluable() -> None:
@@ -74,23 +112,36 @@ def test_tools_scope_and_not_evaluable() -> None:
     assert grade("type: max-repeat\n    max: 3\n    tools: ['^read$']\n", t).status == "pass"
     assert grade("type: max-repeat\n    max: 3\n    tools: ['^sea']\n", t).status == "fail"
     blind = run(tool("search"), tool("search"))
-    assert grade("type: max-repeat\n    max: 1\n", blind).error_type == "not_evaluable"
+    r = grade("type: max-repeat\n    max: 1\n", blind)
+    assert r.error_type == "not_evaluable" and "did not capture the results of 2 watched tool call(s)" in r.explanation
     assert grade("type: max-repeat\n    max: 1\n    match: name\n", blind).status == "fail"
+    # repetitions found among captured calls decide a fail without the blind ones
+    mixed = run(*[tool("search", {"q": 1}, result="r") for _ in range(3)], tool("search"))
+    assert grade("type: max-repeat\n    max: 2\n", mixed).status == "fail"
+    assert grade("type: max-repeat\n    max: 3\n", mixed).error_type == "not_evaluable"
+    # a failed call without a captured result is observed as its error
+    errors = run(*[tool("fetch", {"u": 1}, error=True, error_type="Timeout") for _ in range(3)])
+    assert grade("type: max-repeat\n    max: 2\n", errors).status == "fail"
 
 
 def test_loop_outcome_retries_and_should_loop() -> None:
     stuck = same_call(4)  # 3 retries
-    assert grade("type: loop-outcome\n    max_acceptable_retries: 3\n", stuck).status == "pass"
+    r = grade("type: loop-outcome\n    max_acceptable_retries: 3\n", stuck)
+    assert (r.status, r.value, r.limit) == ("pass", 3, 3)
+    assert r.explanation.startswith("no loop (3 retries <= 3): search 4 times in a row (match: name-args)")
     r = grade("type: loop-outcome\n    max_acceptable_retries: 2\n", stuck)
-    assert (r.status, r.value) == ("fail", 3)
+    assert (r.status, r.value, r.score) == ("fail", 3, 0.0)
+    assert "a loop (3 retries > 2 acceptable)" in r.explanation and len(r.evidence[0].span_ids) == 4
     once = same_call(1)
     assert grade("type: loop-outcome\n    max_acceptable_retries: 0\n", once).status == "pass"
-    assert grade("type: loop-outcome\n    should_loop: true\n    max_acceptable_retries: 5\n", once).status == "fail"
-    assert grade("type: loop-outcome\n    should_loop: true\n    max_acceptable_retries: 5\n", stuck).status == "pass"
-    assert grade("type: loop-outcome\n    should_loop: true\n    max_acceptable_retries: 2\n", stuck).status == "fail"
-    assert grade("type: loop-outcome\n    max_acceptable_retries: 0\n", run(tool("s"), tool("s"))).error_type == (
-        "not_evaluable"
-    )
+    # should_loop: true expects the loop: it passes only past max_acceptable_retries
+    assert grade("type: loop-outcome\n    should_loop: true\n    max_acceptable_retries: 0\n", once).status == "fail"
+    assert grade("type: loop-outcome\n    should_loop: true\n    max_acceptable_retries: 2\n", stuck).status == "pass"
+    assert grade("type: loop-outcome\n    should_loop: true\n    max_acceptable_retries: 3\n", stuck).status == "fail"
+    # not evaluable only when the missing arguments could make a loop
+    blind = run(tool("s"), tool("s"))
+    assert grade("type: loop-outcome\n    max_acceptable_retries: 0\n", blind).error_type == "not_evaluable"
+    assert grade("type: loop-outcome\n    max_acceptable_retries: 0\n    match: name\n", blind).status == "fail"
 
 
 @pytest.mark.parametrize(
@@ -104,6 +155,12 @@ def test_loop_outcome_retries_and_should_loop() -> None:
         ("type: max-repeat\n    max: 2\n    tools: []\n", "at least one regex"),
         ("type: loop-outcome\n    should_loop: true\n", "max_acceptable_retries: is required"),
         ("type: loop-outcome\n    max_acceptable_retries: -1\n", "greater than or equal to 0"),
+        ("type: loop-outcome\n    max_acceptable_retries: 1.5\n", "valid integer"),
+        ("type: loop-outcome\n    max_acceptable_retries: 1\n    match: exact\n", "match"),
+        ("type: loop-outcome\n    max_acceptable_retries: 1\n    max_cycle_period: 0\n", "greater than or equal to 1"),
+        ("type: loop-outcome\n    max_acceptable_retries: 1\n    tools: ['']\n", "empty regex"),
+        ("type: loop-outcome\n    max_acceptable_retries: 1\n    should_loop: maybe\n", "should_loop"),
+        ("type: max-repeat\n    max: 2\n    window: 5\n", "unknown field"),
     ],
 )
 def test_configuration_errors(entry: str, message: str) -> None:

@@ -1,15 +1,24 @@
-"""The ``completed`` grader: the run finished, rather than crashing or stopping mid-turn.
+"""The ``completed`` grader: the session finished in good health, rather than crashing or stopping mid-turn.
 
-The seed's system checks three things: a non-empty final output, no error events, and at least one completed
-turn. On spans that is:
+The seed's system checks three things: the agent produced a non-empty output, the trajectory has no error
+events, and at least one turn completed (a ``turn_end`` event). On spans that is:
 
-- at least one model call that ended without error (a completed turn);
-- no error event: the run's root span did not end in error and no model call failed (a failed tool call
-  the agent recovered from is not a crash; ``error-count`` counts those);
-- the final output, when the spans captured it, is not empty. Most instrumentations capture it only with
-  content capture on; when it was not captured the first two checks decide, and the explanation says so.
+- output: the run's final answer (the agent span's output, else the text of its last model call) is not
+  empty or white space only;
+- error events: model calls, agent spans (the run's own and its sub-agents') and the root span whose status
+  is ERROR. A failed tool call is not one: the seed's system records it as a tool result, and an agent that
+  recovers from it has not crashed (``error-count`` counts those spans too);
+- a completed turn: at least one model call that ended without error.
 
-It takes no options. Pass/fail, score 1 or 0.
+It takes no options. Pass/fail, score 1 or 0; each failed check is one evidence item, worded as the seed's
+system words it ("Agent produced no output", "2 error event(s) in trajectory", "No turn_end events found
+— session may have crashed mid-turn").
+
+Where the seed is silent: when the spans did not capture the final output (content capture off, or an
+instrumentation whose output attribute the trajectory builder does not read), the other two checks decide
+and the explanation says the output was not checked (``details.output_captured`` is false). This departs
+from the project's not-evaluable rule on purpose: the session-health checks that remain are still known,
+and most runs recorded without content capture would otherwise never get a verdict.
 """
 
 from __future__ import annotations
@@ -17,43 +26,76 @@ from __future__ import annotations
 from trajgrade.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec
 from trajgrade.trajectory.model import Trajectory
 
-__all__ = ["SPECS"]
+__all__ = ["SPECS", "error_event_spans"]
 
 
 class CompletedConfig(GraderConfig):
     pass
 
 
+def error_event_spans(t: Trajectory) -> tuple[str, ...]:
+    """Span ids of the run's error events: failed model calls, failed agent spans, a failed root."""
+    ids = [s.span_id for s in t.llm_steps if s.failed]
+    ids += [a.span_id for a in t.agents if a.failed]
+    if t.summary.failed:
+        ids.append(t.root_span_id)
+    return tuple(dict.fromkeys(ids))
+
+
 def completed(t: Trajectory, c: CompletedConfig, name: str) -> GraderResult:
     problems: list[Evidence] = []
+    if t.output is not None and not t.output.strip():
+        problems.append(Evidence("Agent produced no output", (t.root_span_id,)))
+    errors = error_event_spans(t)
+    if errors:
+        problems.append(Evidence(f"{len(errors)} error event(s) in trajectory", errors))
     llm = t.llm_steps
     if not any(not s.failed for s in llm):
-        problems.append(Evidence("no model call completed: the run may have crashed mid-turn"))
-    root_failed = t.summary.failed
-    if root_failed:
-        problems.append(Evidence("the run's root span ended in error", (t.root_span_id,)))
-    failed_llm = tuple(s.span_id for s in llm if s.failed)
-    if failed_llm:
-        problems.append(Evidence(f"{len(failed_llm)} model call(s) failed", failed_llm))
-    if t.output is not None and not t.output.strip():
-        problems.append(Evidence("the final output is empty", (t.root_span_id,)))
-    output_note = "" if t.output is not None else " (final output not captured by the spans)"
+        what = f"none of the {len(llm)} model call(s) ended without error" if llm else "no model call"
+        problems.append(Evidence(f"No turn_end events found ({what}) — session may have crashed mid-turn"))
+    details = {
+        "error_events": len(errors),
+        "completed_turns": sum(not s.failed for s in llm),
+        "output_captured": t.output is not None,
+    }
     if problems:
-        explanation = "; ".join(p.description for p in problems)
         return GraderResult(
             name=name,
             type="completed",
             status="fail",
             score=0.0,
-            explanation=explanation + output_note,
+            explanation="; ".join(p.description for p in problems),
+            value=False,
             evidence=tuple(problems),
+            details=details,
         )
-    text = f"completed: {len(llm)} model call(s), no errors" + (
-        f", final output of {len(t.output or '')} characters" if t.output is not None else output_note
+    output = (
+        f"output of {len(t.output)} characters"
+        if t.output is not None
+        else "final output not captured by the spans (not checked)"
+    )
+    text = (
+        f"Agent session completed successfully: {details['completed_turns']} completed turn(s), "
+        f"no error events, {output}"
     )
     return GraderResult(
-        name=name, type="completed", status="pass", score=1.0, explanation=text, evidence=(Evidence(text),)
+        name=name,
+        type="completed",
+        status="pass",
+        score=1.0,
+        explanation=text,
+        value=True,
+        evidence=(Evidence(text),),
+        details=details,
     )
 
 
-SPECS = (GraderSpec("completed", CompletedConfig, completed, "the run finished: a completed turn, no errors"),)
+SPECS = (
+    GraderSpec(
+        "completed",
+        CompletedConfig,
+        completed,
+        "the session finished: non-empty output, no error events, a completed turn",
+        needs=("output",),
+    ),
+)

@@ -1,39 +1,45 @@
 """``max-repeat`` and ``loop-outcome``: the same action repeated back to back.
 
-An action is a tool call, identified by ``match``:
+An action is a tool call; ``match`` says when two calls are the same action:
 
-- ``observation`` (max-repeat's default): the tool name and its result (the same thing seen again);
-- ``name``: the tool name alone;
-- ``name-args`` (loop-outcome's default): the tool name and its arguments, deep-equal (parsed JSON, key order
-  ignored).
+- ``observation`` (max-repeat's default): the same tool and the same result (the same thing seen again);
+- ``name``: the same tool, whatever its arguments and result;
+- ``name-args`` (loop-outcome's default): the same tool with deep-equal arguments.
 
-Different tools are never the same action. ``tools`` (regexes, unanchored) limits both graders to matching
-tools; model calls between tool calls do not break a repetition. With ``max_cycle_period`` p > 1 a block of
-up to p calls that repeats back to back (A B A B A B) is a repetition of that block.
+Different tools are never the same action. Values compare as JSON does: objects by keys in any order,
+``1`` equals ``1.0``, ``true`` does not equal ``1``, strings exactly (no case or space folding: that is the
+``loop`` grader's similarity, not these graders' equality). ``tools`` (regexes, unanchored) limits both
+graders to the matching tools; other calls and model calls between them do not break a repetition. With
+``max_cycle_period`` p (1 .. 10, default 1) a block of up to p calls repeated back to back (A B A B A B) is a
+repetition of that block, counted in whole blocks; the shortest block is reported.
 
-- ``max-repeat`` fails when an action (or block) occurs more than ``max`` times in a row.
-- ``loop-outcome``: a run of N identical calls is N - 1 retries. With ``should_loop: false`` (the default: the
-  agent should recognise a dead end and stop) it passes when the longest run has at most
-  ``max_acceptable_retries`` retries. With ``should_loop: true`` (retrying is the right thing, e.g. polling
-  until ready) it passes when the agent did retry, at least once and at most ``max_acceptable_retries`` times.
+- ``max-repeat`` fails when an action (or block) occurs more than ``max`` times in a row: with ``max: 3``,
+  three identical calls pass and a fourth fails.
+- ``loop-outcome``: a run of N identical calls is N - 1 retries, and more than ``max_acceptable_retries``
+  retries is a loop. The grader passes when the outcome is the expected one: no loop with ``should_loop:
+  false`` (the default: the agent should recognise a dead end and stop), a loop with ``should_loop: true``.
 
-Both are pass/fail (score 1 or 0). Evidence names the repeated calls' spans. When ``match`` needs arguments
-or results the spans did not capture, the grader is not evaluable. These compare exactly, as the seeds'
-systems do; the ``loop`` grader compares argument values with a similarity threshold instead.
+Both are pass/fail (score 1 or 0); ``value`` is the longest repetition (max-repeat) or its retries
+(loop-outcome). Evidence names the repeated calls' spans.
+
+Where the seeds are silent: an ``observation`` of a failed call whose result was not captured is its
+error (type and message), so the same failure seen again is the same observation. When ``match`` needs
+arguments or results the spans did not capture, those calls count as different from every other: if the
+repetitions found without them already decide the verdict it stands, else the run is not evaluable.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
 from trajgrade.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
 from trajgrade.trajectory.model import Step, Trajectory
 
-__all__ = ["SPECS", "longest_repetition"]
+__all__ = ["SPECS", "canonical", "longest_repetition"]
 
 Match = Literal["observation", "name", "name-args"]
 
@@ -46,8 +52,10 @@ class _RepeatConfig(GraderConfig):
     @classmethod
     def _regexes(cls, tools: tuple[str, ...] | None) -> tuple[str, ...] | None:
         if tools is not None and not tools:
-            raise ValueError("tools must list at least one regex (omit it to check every tool)")
+            raise ValueError("tools must list at least one regex (omit it to watch every tool)")
         for pattern in tools or ():
+            if not pattern:
+                raise ValueError("an empty regex matches every tool; omit tools instead")
             try:
                 re.compile(pattern)
             except re.error as e:
@@ -66,17 +74,44 @@ class LoopOutcomeConfig(_RepeatConfig):
     match: Match = "name-args"
 
 
-def _keys(calls: Sequence[Step], match: Match) -> list[object]:
-    """What makes two calls the same action, compared with ``==`` (dicts compare deeply, in any key order)."""
+def canonical(value: Any) -> Any:
+    """A hashable form of a JSON value under deep equality (key order ignored, 1 == 1.0, true != 1)."""
+    if isinstance(value, dict):
+        return ("o", tuple(sorted((str(k), canonical(v)) for k, v in value.items())))
+    if isinstance(value, list | tuple):
+        return ("a", tuple(canonical(v) for v in value))
+    if isinstance(value, bool) or value is None:
+        return ("c", value)
+    if isinstance(value, int | float):
+        return ("n", int(value) if isinstance(value, float) and value.is_integer() else value)
+    if isinstance(value, str):
+        return ("s", value)
+    return ("x", repr(value))
+
+
+class _Unknown:
+    """The key of a call whose deciding data was not captured: equal to nothing but itself."""
+
+
+def _key(step: Step, match: Match) -> object:
+    tool = step.tool
+    assert tool is not None
     if match == "name":
-        return [s.tool.name if s.tool else None for s in calls]
+        return tool.name
     if match == "name-args":
-        return [(s.tool.name, s.tool.arguments) if s.tool else None for s in calls]
-    return [(s.tool.name, s.tool.result) if s.tool else None for s in calls]
+        return (tool.name, canonical(tool.arguments)) if tool.arguments_captured else _Unknown()
+    if tool.result_captured:
+        return (tool.name, canonical(tool.result))
+    if step.failed:
+        return (tool.name, ("error", step.error_type, step.error_message))
+    return _Unknown()
 
 
 def longest_repetition(keys: Sequence[object], max_period: int) -> tuple[int, int, int]:
-    """(occurrences, start index, period) of the longest back-to-back repetition of a block of keys."""
+    """(occurrences, start index, period) of the longest back-to-back repetition of a block of keys.
+
+    Whole blocks are counted; on a tie the shorter period (then the earlier start) wins.
+    """
     best = (1 if keys else 0, 0, 1)
     for period in range(1, max_period + 1):
         matched = 0
@@ -91,85 +126,96 @@ def longest_repetition(keys: Sequence[object], max_period: int) -> tuple[int, in
     return best
 
 
-def _repetition(
-    t: Trajectory, c: MaxRepeatConfig | LoopOutcomeConfig, name: str, type_: str
-) -> tuple[int, int, list[Step]] | GraderResult:
+def _repetition(t: Trajectory, c: MaxRepeatConfig | LoopOutcomeConfig) -> tuple[int, int, list[Step], int]:
+    """(occurrences, period, the repeated calls, calls whose key is unknown) over the watched calls."""
     calls = [s for s in t.tool_steps if s.tool is not None]
     if c.tools:
         patterns = [re.compile(p) for p in c.tools]
         calls = [s for s in calls if s.tool is not None and any(p.search(s.tool.name) for p in patterns)]
-    if c.match == "name-args" and any(s.tool is not None and not s.tool.arguments_captured for s in calls):
-        return not_evaluable(name, type_, "match: name-args, but the spans did not capture tool arguments")
-    if c.match == "observation" and any(s.tool is not None and not s.tool.result_captured for s in calls):
-        return not_evaluable(name, type_, "match: observation, but the spans did not capture tool results")
-    occurrences, start, period = longest_repetition(_keys(calls, c.match), c.max_cycle_period)
-    return occurrences, period, calls[start : start + occurrences * period]
+    keys = [_key(s, c.match) for s in calls]
+    unknown = sum(isinstance(k, _Unknown) for k in keys)
+    occurrences, start, period = longest_repetition(keys, c.max_cycle_period)
+    return occurrences, period, calls[start : start + occurrences * period], unknown
 
 
 def _describe(occurrences: int, period: int, steps: list[Step]) -> str:
+    if not steps:
+        return "no tool calls"
     names = [s.tool.name for s in steps[:period] if s.tool is not None]
-    what = names[0] if period == 1 and names else "[" + ", ".join(names) + "]"
-    return f"{what} {occurrences} times in a row"
+    what = names[0] if period == 1 else "[" + ", ".join(names) + "]"
+    return f"{what} once" if occurrences == 1 else f"{what} {occurrences} times in a row"
+
+
+def _missing(match: Match, unknown: int) -> str:
+    data = "results" if match == "observation" else "arguments"
+    return f"match: {match}, but the spans did not capture the {data} of {unknown} watched tool call(s)"
 
 
 def max_repeat(t: Trajectory, c: MaxRepeatConfig, name: str) -> GraderResult:
-    found = _repetition(t, c, name, "max-repeat")
-    if isinstance(found, GraderResult):
-        return found
-    occurrences, period, steps = found
-    ids = tuple(s.span_id for s in steps)
+    occurrences, period, steps, unknown = _repetition(t, c)
     ok = occurrences <= c.max
-    if not steps:
-        text = "no tool calls to compare"
-    else:
-        text = f"{_describe(occurrences, period, steps)} (match: {c.match}); max {c.max}"
+    text = f"{_describe(occurrences, period, steps)} (match: {c.match}, max {c.max})"
+    if ok and unknown:
+        return not_evaluable(name, "max-repeat", _missing(c.match, unknown), value=occurrences, limit=c.max)
     return GraderResult(
         name=name,
         type="max-repeat",
         status="pass" if ok else "fail",
         score=1.0 if ok else 0.0,
-        explanation=text if ok else f"repeated more than max: {text}",
+        explanation=f"longest repetition: {text}" if ok else f"repeated more than {c.max} times: {text}",
         value=occurrences,
         limit=c.max,
-        evidence=(Evidence(text, ids if not ok else ()),),
-        details={"value": occurrences, "max": c.max, "period": period},
+        evidence=(Evidence(text, tuple(s.span_id for s in steps) if occurrences > 1 else ()),),
+        details={"value": occurrences, "max": c.max, "period": period, "match": c.match},
     )
 
 
 def loop_outcome(t: Trajectory, c: LoopOutcomeConfig, name: str) -> GraderResult:
-    found = _repetition(t, c, name, "loop-outcome")
-    if isinstance(found, GraderResult):
-        return found
-    occurrences, period, steps = found
+    occurrences, period, steps, unknown = _repetition(t, c)
     retries = max(0, occurrences - 1)
     limit = c.max_acceptable_retries
-    if c.should_loop:
-        ok = 1 <= retries <= limit
-        why = "no retry, but this task needs the agent to retry" if retries == 0 else f"{retries} retries"
-    else:
-        ok = retries <= limit
-        why = f"{retries} retries"
-    shown = _describe(occurrences, period, steps) if steps else "no tool calls"
-    text = f"{why}: {shown} (match: {c.match}); acceptable retries: {limit}; should_loop: {c.should_loop}"
+    looped = retries > limit
+    ok = looped == c.should_loop
+    if unknown and not looped:  # an undecided call could only lengthen a repetition
+        return not_evaluable(name, "loop-outcome", _missing(c.match, unknown), value=retries, limit=limit)
+    outcome = (
+        f"a loop ({retries} retries > {limit} acceptable)" if looped else f"no loop ({retries} retries <= {limit})"
+    )
+    expected = "a loop was expected (should_loop: true)" if c.should_loop else "the agent should stop retrying"
+    text = f"{outcome}: {_describe(occurrences, period, steps)} (match: {c.match})"
     return GraderResult(
         name=name,
         type="loop-outcome",
         status="pass" if ok else "fail",
         score=1.0 if ok else 0.0,
-        explanation=text,
+        explanation=f"{text}; {expected}",
         value=retries,
         limit=limit,
         evidence=(Evidence(text, tuple(s.span_id for s in steps) if retries else ()),),
-        details={"retries": retries, "max_acceptable_retries": limit, "should_loop": c.should_loop},
+        details={
+            "retries": retries,
+            "max_acceptable_retries": limit,
+            "should_loop": c.should_loop,
+            "looped": looped,
+            "period": period,
+            "match": c.match,
+        },
     )
 
 
 SPECS = (
-    GraderSpec("max-repeat", MaxRepeatConfig, max_repeat, "no action repeated more than max times in a row"),
+    GraderSpec(
+        "max-repeat",
+        MaxRepeatConfig,
+        max_repeat,
+        "no action (observation, name or name + args) repeated more than max times in a row",
+        needs=("tool_results", "tool_arguments"),
+    ),
     GraderSpec(
         "loop-outcome",
         LoopOutcomeConfig,
         loop_outcome,
-        "retries of the same call within what is acceptable (or required, with should_loop)",
+        "retries of the same call within max_acceptable_retries (or beyond it, with should_loop: true)",
+        needs=("tool_arguments", "tool_results"),
     ),
 )

@@ -103,7 +103,10 @@ def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
             continue
         if validator.is_valid(step.tool.arguments):
             continue
-        errors = sorted(validator.iter_errors(step.tool.arguments), key=lambda e: list(e.absolute_path))
+        errors = sorted(
+            validator.iter_errors(step.tool.arguments),
+            key=lambda e: ([str(p) for p in e.absolute_path], str(e.validator), e.message),
+        )
         for error in errors[:_MAX_ERRORS_PER_CALL]:
             argument = _path(error)
             violations.append({"span_id": step.span_id, "tool": tool, "argument": argument, "reason": error.message})
@@ -117,7 +120,8 @@ def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
             details={"checked": checked, "unchecked": len(unchecked)},
         )
     if violations:
-        explanation = f"{len(violations)} violation(s) in {len(calls)} tool call(s): {evidence[0].description}"
+        shown = "; ".join(e.description for e in evidence[:3]) + ("; ..." if len(evidence) > 3 else "")
+        explanation = f"{len(violations)} violation(s) in {len(calls)} tool call(s): {shown}"
         score = 1 - len({v["span_id"] for v in violations}) / len(calls)
         return GraderResult(
             name=name,
