@@ -1,8 +1,9 @@
 """The loop grader on a labelled set: stuck calls, cycles, polling, paging, retries after errors.
 
 Run with ``-s`` to see the figures: precision, recall, and the false-positive rate on legitimate retries
-(the deterministic-graders spec, SC-005, asks for under 5%). Real fixtures join the set in
-``test_loop_on_fixtures`` (tests/graders/test_loop.py).
+(the deterministic-graders spec, SC-005, asks for under 5%). The set is hand-built variants plus every real
+fixture whose spans captured tool arguments: ``repeat_six`` is a loop; ``paging``, ``tool_error_retry``
+(a retry with corrected arguments), ``long_200`` (200 distinct pages) and the rest are not.
 """
 
 from __future__ import annotations
@@ -10,11 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from conftest import FIXTURES, fixture_files
 from factories import llm, run, tool
 
 from trajgrade import parse_config
+from trajgrade.readers import read_path
 from trajgrade.suite import grade_run
+from trajgrade.trajectory import build_trajectories, normalize
 from trajgrade.trajectory.model import Trajectory
+
+FIXTURE_CATEGORY = {"repeat_six": "stuck", "paging": "paging", "long_200": "paging", "tool_error_retry": "retry"}
 
 CONFIG = parse_config("graders:\n  - type: loop\n    max_repeats: 3\n    similarity_threshold: 0.9\n")
 
@@ -278,7 +284,19 @@ def cases() -> list[Case]:
         )
     )
     add(Case("no tools", "workflow", False, run(llm())))
+    c.extend(fixture_cases())
     return c
+
+
+def fixture_cases() -> list[Case]:
+    out = []
+    for path in fixture_files():
+        (t,) = build_trajectories(normalize(s) for s in read_path(str(path)))
+        if not all(s.tool is not None and s.tool.arguments_captured for s in t.tool_steps):
+            continue  # not evaluable without arguments: covered by test_on_fixtures
+        name = str(path.relative_to(FIXTURES).with_suffix(""))
+        out.append(Case(name, FIXTURE_CATEGORY.get(path.stem, "workflow"), path.stem == "repeat_six", t))
+    return out
 
 
 def classify(t: Trajectory) -> bool:
@@ -290,6 +308,7 @@ def classify(t: Trajectory) -> bool:
 def test_labelled_set_precision_recall_and_false_positives_on_retries() -> None:
     labelled = cases()
     assert len(labelled) >= 40
+    assert len(fixture_cases()) >= 40, "the real fixtures with captured arguments joined the set"
     tp = fp = fn = tn = 0
     wrong: list[str] = []
     for case in labelled:
