@@ -91,6 +91,9 @@ KIND_BY_NAME: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
     (re.compile(r"^agent run$"), AGENT),  # pydantic-ai v2
     (re.compile(r"^agent_run \["), AGENT),  # ADK (old)
     (re.compile(r"^invoke_workflow( |$)"), WORKFLOW),
+    # OpenLLMetry's vendor-dotted LLM span names (openai.chat, anthropic.completion, bedrock.converse, ...):
+    # the attributes that mark them can be dropped by the SDK's attribute limit on long histories.
+    (re.compile(r"^[a-z][a-z0-9_]*\.(chat|completion|response|converse)$"), LLM),
 )
 
 #: An MCP ``tools/call`` client span describes the same call as the framework's tool span around it.
