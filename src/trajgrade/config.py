@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from trajgrade.exceptions import ConfigError
 from trajgrade.graders import lookup
 from trajgrade.graders.base import GraderConfig, GraderResult, GraderSpec
+from trajgrade.patterns import compile_pattern, search
 from trajgrade.trajectory.cost import Price
 from trajgrade.trajectory.model import Trajectory
 
@@ -68,12 +69,12 @@ class Scoring:
 
 @dataclass(frozen=True, slots=True)
 class Match:
-    """Which runs a suite grades; every given pattern must match (re.search)."""
+    """Which runs a suite grades; every given regex must match (searched, bounded as in ``patterns``)."""
 
-    agent_name: re.Pattern[str] | None = None
-    root_span_name: re.Pattern[str] | None = None
-    service_name: re.Pattern[str] | None = None
-    attributes: Mapping[str, re.Pattern[str]] = field(default_factory=dict)
+    agent_name: str | None = None
+    root_span_name: str | None = None
+    service_name: str | None = None
+    attributes: Mapping[str, str] = field(default_factory=dict)
 
     def matches(self, t: Trajectory) -> bool:
         for pattern, value in (
@@ -81,11 +82,11 @@ class Match:
             (self.root_span_name, t.root_span_name),
             (self.service_name, t.service_name),
         ):
-            if pattern is not None and (value is None or not pattern.search(value)):
+            if pattern is not None and (value is None or not search(pattern, value)):
                 return False
         for key, pattern in self.attributes.items():
             value = t.root_attributes.get(key)
-            if value is None or not pattern.search(str(value)):
+            if value is None or not search(pattern, str(value)):
                 return False
         return True
 
@@ -351,13 +352,14 @@ class _Loader:
         if unknown:
             raise self.error((*path, sorted(unknown)[0]), "unknown field in match")
 
-        def compile_(value: Any, at: Path_) -> re.Pattern[str]:
+        def compile_(value: Any, at: Path_) -> str:
             if not isinstance(value, str):
                 raise self.error(at, "expected a regex string")
             try:
-                return re.compile(value)
-            except re.error as e:
-                raise self.error(at, f"invalid regex: {e}") from None
+                compile_pattern(value)
+            except ValueError as e:
+                raise self.error(at, str(e)) from None
+            return value
 
         attrs = raw.get("attributes") or {}
         if not isinstance(attrs, dict):

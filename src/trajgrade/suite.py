@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from trajgrade.config import Config, Grader, Scoring
 from trajgrade.graders.base import GraderResult
+from trajgrade.patterns import PatternTimeout
 from trajgrade.trajectory.model import Trajectory
 
 __all__ = ["RunReport", "aggregate", "grade_run", "run_grader"]
@@ -36,6 +37,15 @@ def run_grader(grader: Grader, trajectory: Trajectory) -> GraderResult:
     """One grader on one run; an exception inside the grader becomes an ``error`` result."""
     try:
         result = grader.spec.grade(trajectory, grader.options, grader.name)
+    except PatternTimeout as e:  # a config regex on hostile input: bounded, reported, never a hang
+        return GraderResult(
+            name=grader.name,
+            type=grader.type,
+            status="error",
+            score=0.0,
+            explanation=f"over its time budget: {e}",
+            error_type="timeout",
+        )
     except Exception as e:  # a grader bug must not take the run's other results with it
         logger.exception("grader %s (%s) failed on trace %s", grader.name, grader.type, trajectory.trace_id)
         return GraderResult(

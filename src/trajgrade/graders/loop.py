@@ -30,6 +30,7 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator
 
 from trajgrade.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
+from trajgrade.patterns import compile_pattern, search
 from trajgrade.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS", "similarity"]
@@ -48,10 +49,7 @@ class LoopConfig(GraderConfig):
     @classmethod
     def _regexes(cls, tools: tuple[str, ...] | None) -> tuple[str, ...] | None:
         for pattern in tools or ():
-            try:
-                re.compile(pattern)
-            except re.error as e:
-                raise ValueError(f"invalid regex {pattern!r}: {e}") from None
+            compile_pattern(pattern)
         return tools
 
 
@@ -150,8 +148,7 @@ def _is_shorter_cycle(calls: Sequence[Step], leaves: Sequence[dict[str, Any]], s
 def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
     calls = [s for s in t.tool_steps if s.tool is not None]
     if c.tools:
-        patterns = [re.compile(p) for p in c.tools]
-        calls = [s for s in calls if s.tool is not None and any(p.search(s.tool.name) for p in patterns)]
+        calls = [s for s in calls if s.tool is not None and any(search(p, s.tool.name) for p in c.tools)]
     if calls and not any(s.tool is not None and s.tool.arguments_captured for s in calls):
         return not_evaluable(
             name, "loop", "tool arguments were not captured (enable content capture)", limit=c.max_repeats

@@ -30,13 +30,13 @@ repetitions found without them already decide the verdict it stands, else the ru
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
 from trajgrade.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
+from trajgrade.patterns import compile_pattern, search
 from trajgrade.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS", "canonical", "longest_repetition"]
@@ -56,10 +56,7 @@ class _RepeatConfig(GraderConfig):
         for pattern in tools or ():
             if not pattern:
                 raise ValueError("an empty regex matches every tool; omit tools instead")
-            try:
-                re.compile(pattern)
-            except re.error as e:
-                raise ValueError(f"invalid regex {pattern!r}: {e}") from None
+            compile_pattern(pattern)
         return tools
 
 
@@ -130,8 +127,7 @@ def _repetition(t: Trajectory, c: MaxRepeatConfig | LoopOutcomeConfig) -> tuple[
     """(occurrences, period, the repeated calls, calls whose key is unknown) over the watched calls."""
     calls = [s for s in t.tool_steps if s.tool is not None]
     if c.tools:
-        patterns = [re.compile(p) for p in c.tools]
-        calls = [s for s in calls if s.tool is not None and any(p.search(s.tool.name) for p in patterns)]
+        calls = [s for s in calls if s.tool is not None and any(search(p, s.tool.name) for p in c.tools)]
     keys = [_key(s, c.match) for s in calls]
     unknown = sum(isinstance(k, _Unknown) for k in keys)
     occurrences, start, period = longest_repetition(keys, c.max_cycle_period)

@@ -26,6 +26,7 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator, model_validator
 
 from trajgrade.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, linear_score, not_evaluable
+from trajgrade.patterns import compile_pattern, search
 from trajgrade.trajectory.model import Trajectory
 
 __all__ = ["SPECS", "parse_duration"]
@@ -59,10 +60,7 @@ class ToolCallCountConfig(MaxConfig):
             for pattern in tools:
                 if not pattern:
                     raise ValueError("an empty regex matches every tool; omit tools instead")
-                try:
-                    re.compile(pattern)
-                except re.error as e:
-                    raise ValueError(f"invalid regex {pattern!r}: {e}") from None
+                compile_pattern(pattern)
         return tools
 
 
@@ -140,8 +138,7 @@ def token_budget(t: Trajectory, c: MaxConfig, name: str) -> GraderResult:
 def tool_call_count(t: Trajectory, c: ToolCallCountConfig, name: str) -> GraderResult:
     calls = t.tool_steps
     if c.tools:
-        patterns = [re.compile(p) for p in c.tools]
-        calls = tuple(s for s in calls if s.tool is not None and any(p.search(s.tool.name) for p in patterns))
+        calls = tuple(s for s in calls if s.tool is not None and any(search(p, s.tool.name) for p in c.tools))
     over = tuple(s.span_id for s in calls[c.max :])
     return _threshold(name, "tool-call-count", len(calls), c.max, " tool calls", evidence_spans=over)
 

@@ -37,12 +37,12 @@ Where the seed is silent:
 from __future__ import annotations
 
 import json
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from trajgrade.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, Taxonomy, not_evaluable
+from trajgrade.patterns import compile_pattern, search
 from trajgrade.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS", "ToolCallsConfig", "ToolMatch"]
@@ -56,9 +56,9 @@ def _regex(pattern: str, field: str) -> str:
     if not pattern and field == "name":
         raise ValueError("name: an empty regex matches every tool (write '.' to mean any tool)")
     try:
-        re.compile(pattern)
-    except re.error as e:
-        raise ValueError(f"{field}: invalid regex {pattern!r}: {e}") from None
+        compile_pattern(pattern)
+    except ValueError as e:
+        raise ValueError(f"{field}: {e}") from None
     return pattern
 
 
@@ -151,7 +151,7 @@ def _result_texts(result: Any) -> tuple[str, ...]:
 def _match(m: ToolMatch, step: Step) -> Match:
     """True / False, or None when the call's name matches and the rest depends on data not captured."""
     tool = step.tool
-    if tool is None or not re.search(m.name, tool.name):
+    if tool is None or not search(m.name, tool.name):
         return False
     unknown = False
     if m.command is not None or m.path is not None or m.args:
@@ -168,16 +168,16 @@ def _match(m: ToolMatch, step: Step) -> Match:
                         f"{key} matcher on {tool.name!r}, but call {step.span_id} has no string {key!r} argument "
                         f"(use args: {{{key}: ...}} to match across tools that may lack it)"
                     )
-                if not re.search(pattern, value):
+                if not search(pattern, value):
                     return False
             for key, pattern in (m.args or {}).items():
                 value = _string_arg(tool.arguments, key)
-                if value is None or not re.search(pattern, value):
+                if value is None or not search(pattern, value):
                     return False
     if m.result is not None:
         if not tool.result_captured:
             unknown = True
-        elif not any(re.search(m.result, text) for text in _result_texts(tool.result)):
+        elif not any(search(m.result, text) for text in _result_texts(tool.result)):
             return False
     return None if unknown else True
 

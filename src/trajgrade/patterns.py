@@ -1,0 +1,43 @@
+"""Regular expressions from configs, run on bounded input and under a time limit.
+
+A config's regexes are matched against tool names, arguments and results, which the model and its tools
+write: a catastrophic pattern (``(a+)+$``) on a crafted argument must not hang a grader, and through it the
+agent's worker thread or the sidecar. Patterns are compiled with the ``regex`` package (the syntax of
+``re``), which can stop a match after a timeout; the text is cut to ``MAX_INPUT`` characters first. A match
+past its time raises :class:`PatternTimeout`, which the grader's runner reports as an ``error`` result with
+``error.type`` ``timeout``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import regex
+
+__all__ = ["MAX_INPUT", "TIMEOUT_S", "PatternTimeout", "compile_pattern", "search"]
+
+MAX_INPUT = 65_536
+TIMEOUT_S = 0.2
+
+
+class PatternTimeout(Exception):
+    """A config regex took longer than ``TIMEOUT_S`` on one input."""
+
+
+@functools.lru_cache(maxsize=2048)
+def compile_pattern(pattern: str) -> regex.Pattern[str]:
+    """The compiled pattern; raises ``ValueError`` naming the pattern when it is not a valid regex."""
+    try:
+        return regex.compile(pattern, flags=regex.VERSION0)
+    except regex.error as e:
+        raise ValueError(f"invalid regex {pattern!r}: {e}") from None
+
+
+def search(pattern: str, text: str) -> bool:
+    """Whether ``pattern`` matches anywhere in ``text`` (its first ``MAX_INPUT`` characters)."""
+    try:
+        return compile_pattern(pattern).search(text[:MAX_INPUT], timeout=TIMEOUT_S) is not None
+    except TimeoutError:
+        raise PatternTimeout(
+            f"regex {pattern!r} took more than {TIMEOUT_S}s on an input of {min(len(text), MAX_INPUT)} characters"
+        ) from None

@@ -1,0 +1,200 @@
+"""A bounded fuzzing pass (hypothesis) over the OTLP decoders, the sidecar pipeline, the config loader, the graders.
+
+Under pytest trajgrade re-raises its own internal errors, so any bug these inputs reach fails the test
+instead of being swallowed.
+"""
+
+from __future__ import annotations
+
+import gzip
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from factories import llm, run, tool
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1 import common_pb2
+
+from trajgrade import ConfigError, grade_run, load_config, parse_config
+from trajgrade.sidecar.otlp import JSON, PROTOBUF, BadRequest, decode_body
+from trajgrade.sidecar.pipeline import Pipeline
+
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+ids = st.one_of(st.binary(min_size=0, max_size=17), st.sampled_from([b"", bytes(8), b"\x01" * 8, b"\x02" * 16]))
+scalars = st.one_of(
+    st.text(max_size=40), st.integers(min_value=-(2**63), max_value=2**63 - 1), st.floats(), st.booleans()
+)
+
+
+def any_value(depth: int = 0) -> st.SearchStrategy[common_pb2.AnyValue]:
+    leaf = st.builds(
+        lambda v: (
+            common_pb2.AnyValue(bool_value=v)
+            if isinstance(v, bool)
+            else common_pb2.AnyValue(int_value=v)
+            if isinstance(v, int)
+            else common_pb2.AnyValue(double_value=v)
+            if isinstance(v, float)
+            else common_pb2.AnyValue(string_value=v)
+        ),
+        scalars,
+    )
+    if depth >= 2:
+        return leaf
+    inner = any_value(depth + 1)
+    return st.one_of(
+        leaf,
+        st.lists(inner, max_size=3).map(lambda vs: common_pb2.AnyValue(array_value=common_pb2.ArrayValue(values=vs))),
+    )
+
+
+KEYS = st.sampled_from(
+    [
+        "gen_ai.operation.name",
+        "gen_ai.tool.name",
+        "gen_ai.tool.call.arguments",
+        "gen_ai.usage.input_tokens",
+        "gen_ai.usage.output_tokens",
+        "gen_ai.output.messages",
+        "gen_ai.agent.name",
+        "openinference.span.kind",
+        "traceloop.entity.input",
+        "error.type",
+        "x",
+    ]
+)
+OPERATIONS = st.sampled_from(["chat", "execute_tool", "invoke_agent", "AGENT", "TOOL", "LLM", "nonsense"])
+
+
+@st.composite
+def requests(draw: Any) -> ExportTraceServiceRequest:
+    request = ExportTraceServiceRequest()
+    trace = draw(st.sampled_from([b"\x0a" * 16, b"\x0b" * 16, b""]))
+    span_ids = draw(st.lists(ids, min_size=1, max_size=8))
+    for _ in range(draw(st.integers(1, 2))):
+        rs = request.resource_spans.add()
+        ss = rs.scope_spans.add()
+        ss.scope.name = draw(st.sampled_from(["agent", "trajgrade", ""]))
+        for span_id in span_ids:
+            span = ss.spans.add(
+                trace_id=draw(st.sampled_from([trace, draw(ids)])),
+                span_id=span_id,
+                parent_span_id=draw(st.sampled_from([b"", *span_ids])),
+                name=draw(st.sampled_from(["chat m", "execute_tool t", "invoke_agent a", "x", ""])),
+                kind=draw(st.integers(0, 5)),
+                start_time_unix_nano=draw(st.integers(0, 2**64 - 1)),
+                end_time_unix_nano=draw(st.integers(0, 2**64 - 1)),
+                flags=draw(st.integers(0, 2**32 - 1)),
+            )
+            span.status.code = draw(st.integers(0, 2))
+            span.attributes.add(key="gen_ai.operation.name").value.string_value = draw(OPERATIONS)
+            for key, value in draw(st.lists(st.tuples(KEYS, any_value()), max_size=5)):
+                span.attributes.add(key=key).value.CopyFrom(value)
+    return request
+
+
+@FUZZ
+@given(body=st.binary(max_size=400), media=st.sampled_from([PROTOBUF, JSON, "text/plain", ""]), gz=st.booleans())
+def test_any_body_is_a_request_or_a_named_bad_request(body: bytes, media: str, gz: bool) -> None:
+    try:
+        decode_body(gzip.compress(body) if gz else body, media, "gzip" if gz else "", max_decompressed=10_000)
+    except BadRequest as e:
+        assert e.status in (400, 413, 415) and e.message
+
+
+@FUZZ
+@given(request=requests(), cut=st.integers(0, 2000), flip=st.integers(0, 255))
+def test_mutated_protobuf_bodies(request: ExportTraceServiceRequest, cut: int, flip: int) -> None:
+    body = bytearray(request.SerializeToString())
+    if body:
+        body[cut % len(body)] ^= flip
+    try:
+        decode_body(bytes(body[: max(1, cut)]), PROTOBUF, "", max_decompressed=10_000)
+    except BadRequest:
+        pass
+
+
+@FUZZ
+@given(batch=st.lists(requests(), min_size=1, max_size=4))
+def test_the_sidecar_pipeline_takes_any_valid_request(batch: list[ExportTraceServiceRequest]) -> None:
+    reports: list[Any] = []
+    pipeline = Pipeline(parse_config("graders:\n  - {type: loop}\n  - {type: completed}\n"), [], settle_s=0.0)
+    pipeline._grading.on_report = reports.append
+    try:
+        for request in batch:
+            assert pipeline.submit(request)
+        deadline = time.monotonic() + 10
+        while pipeline.held_roots and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert pipeline.held_roots == 0
+    finally:
+        pipeline.close(5.0)
+
+
+config_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=True), st.text(max_size=8)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+    max_leaves=10,
+)
+GRADER_TYPES = st.sampled_from(
+    ["token-budget", "tool-calls", "loop", "budget", "composite", "execution_metrics", "tool_trajectory", "nope"]
+)
+
+
+@FUZZ
+@given(
+    entries=st.lists(
+        st.tuples(
+            GRADER_TYPES,
+            st.dictionaries(
+                st.sampled_from(
+                    ["max", "config", "evaluators", "mode", "required", "max_repeats", "expected", "tools"]
+                ),
+                config_values,
+                max_size=3,
+            ),
+        ),
+        max_size=3,
+    )
+)
+def test_any_config_loads_or_names_its_problem(entries: list[tuple[str, dict[str, Any]]]) -> None:
+    text = yaml.safe_dump({"graders": [{"type": t, **options} for t, options in entries]})
+    try:
+        config = parse_config(text, "fuzz.yaml")
+    except ConfigError as e:
+        assert str(e).startswith("fuzz.yaml")
+        return
+    report = grade_run(config, run(llm(), tool("search", {"q": "x"}, result="r")))
+    assert all(r.status in ("pass", "fail", "error") and 0.0 <= r.score <= 1.0 for r in report.results)
+
+
+step = st.one_of(
+    st.builds(
+        lambda i, o, e: llm(i, o, error=e),
+        st.none() | st.integers(0, 10**6),
+        st.none() | st.integers(0, 10**6),
+        st.booleans(),
+    ),
+    st.builds(
+        lambda n, a, r, e: tool(n, a, r, error=e),
+        st.sampled_from(["search", "read", "list_items"]),
+        st.one_of(st.dictionaries(st.text(max_size=5), scalars, max_size=3), scalars),
+        st.one_of(scalars, st.just("same")),
+        st.booleans(),
+    ),
+)
+EVERY = load_config(Path(__file__).resolve().parents[2] / "benchmarks" / "every_grader.yaml")
+
+
+@FUZZ
+@given(steps=st.lists(step, max_size=30))
+def test_every_grader_on_any_run_gives_a_verdict_in_range(steps: list[dict[str, Any]]) -> None:
+    report = grade_run(EVERY, run(*steps))
+    for r in report.results:
+        assert r.status in ("pass", "fail", "error"), r
+        assert 0.0 <= r.score <= 1.0, r
+        assert r.error_type != "internal", r.explanation
