@@ -262,3 +262,23 @@ def test_sigterm_grades_in_flight_runs_as_partial_and_forwards_everything(tmp_pa
         attrs = {kv.key: kv.value for kv in root.attributes}
         assert attrs["trajgrade.partial"].bool_value is True
         assert sum(e.name == "gen_ai.evaluation.result" for e in root.events) == 3
+
+
+def test_a_root_sent_twice_is_graded_once_and_forwarded_as_sent() -> None:
+    reports: list[object] = []
+    with sink() as backend:
+        options = SidecarOptions(
+            otlp_http=f"127.0.0.1:{free_port()}", otlp_grpc=None, forward=(backend.url,), settle_s=0.05
+        )
+        sidecar = Sidecar(load_config(CONFIG), options, on_report=reports.append).start()
+        try:
+            body = run_request(5).SerializeToString()
+            for _ in range(2):  # a collector's retry after a lost acknowledgement
+                assert post(sidecar, body, PROTOBUF, token=None).status_code == 200
+            assert backend.wait_for(14)
+            assert sidecar.pipeline.flush(10)
+        finally:
+            sidecar.stop()
+    assert len(reports) == 1
+    roots = [s for s in backend.spans if not s.parent_span_id]
+    assert len(roots) == 2 and sum(bool(r.events) for r in roots) == 1

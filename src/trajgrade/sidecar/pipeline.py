@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +47,7 @@ __all__ = ["Pipeline"]
 
 logger = logging.getLogger(__name__)
 _FLAG_HAS_IS_REMOTE, _FLAG_IS_REMOTE = 0x100, 0x200
+_SEEN_ROOTS = 65_536
 
 
 @dataclass(slots=True)
@@ -123,6 +125,8 @@ class Pipeline:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._held: dict[bytes, list[_Held]] = {}
+        # Roots already taken for grading (a sender's retry can send one twice): graded once, forwarded as sent.
+        self._seen_roots: OrderedDict[tuple[bytes, bytes], None] = OrderedDict()
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="trajgrade-sidecar-grader", daemon=True)
         self._thread.start()
@@ -165,23 +169,35 @@ class Pipeline:
             resource = proto_attributes(rs.resource.attributes)
             for ss in rs.scope_spans:
                 scope = ss.scope.name
-                roots = []
-                for span in ss.spans:
-                    if _is_root(span):
-                        roots.append(span)
-                    elif scope != sc.TRAJGRADE_SCOPE:
+                if scope == sc.TRAJGRADE_SCOPE:
+                    continue  # trajgrade's own spans are forwarded, not graded
+                held_at: list[int] = []
+                for i, span in enumerate(ss.spans):
+                    if not _is_root(span):
                         self._assembler.add(span.trace_id, normalize(ProtoSpan(span, resource, scope), False))
-                if not roots or scope == sc.TRAJGRADE_SCOPE:
+                    elif self._first_time(span):
+                        held_at.append(i)
+                if not held_at:
                     continue
-                for span in roots:
+                for i in held_at:
                     alone = ExportTraceServiceRequest()
                     out_rs = alone.resource_spans.add(resource=rs.resource, schema_url=rs.schema_url)
-                    out_rs.scope_spans.add(scope=ss.scope, schema_url=ss.schema_url).spans.append(span)
-                    held.append(_Held(span.trace_id, alone, ready_at))
-                keep = [s for s in ss.spans if not _is_root(s)]
+                    out_rs.scope_spans.add(scope=ss.scope, schema_url=ss.schema_url).spans.append(ss.spans[i])
+                    held.append(_Held(ss.spans[i].trace_id, alone, ready_at))
+                keep = [span for i, span in enumerate(ss.spans) if i not in held_at]
                 del ss.spans[:]
                 ss.spans.extend(keep)
         return held
+
+    def _first_time(self, root: trace_pb2.Span) -> bool:
+        key = (root.trace_id, root.span_id)
+        with self._lock:
+            if key in self._seen_roots:
+                return False
+            self._seen_roots[key] = None
+            if len(self._seen_roots) > _SEEN_ROOTS:
+                self._seen_roots.popitem(last=False)
+        return True
 
     def _put(self, batch: Batch) -> None:
         for f in self._forwarders:
