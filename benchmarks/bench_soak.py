@@ -1,0 +1,171 @@
+"""A bounded soak of ``trajgrade serve``: steady load, the downstream failing part of the time.
+
+The sidecar (a subprocess, as users run it) receives a steady stream of whole agent runs over OTLP/HTTP for
+``SOAK_SECONDS`` (default 120) and forwards them to a backend that answers 503 for 5 s out of every 15 s.
+The load generator retries what is refused with 429, as a collector's retry queue does. Figures:
+
+- memory: the sidecar's RSS in the last fifth of the run against the second fifth (after warm-up): flat
+  means within 1.25x;
+- accounting: every span the sidecar acknowledged reached the backend exactly once after the drain
+  (acknowledged = forwarded), and refused requests were all retried until taken (refused-with-retry).
+
+The backend here is a small recording receiver in this process (the benchmark needs to switch it on and off).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from _common import Figure, print_table
+from bench_sidecar import BIN, CONFIG, free_port, make_bodies, wait_port
+
+SECONDS = float(os.environ.get("SOAK_SECONDS", "120"))
+RATE = 40  # requests per second, each of 2 runs of 32 spans
+TRACES_PER_BODY = 2
+
+
+class Backend:
+    def __init__(self) -> None:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+        self.span_ids: dict[bytes, int] = {}
+        self.failing = False
+        self.refusals = 0
+        lock = threading.Lock()
+        backend = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                if backend.failing:
+                    backend.refusals += 1
+                    self.send_response(503)
+                    self.end_headers()
+                    return
+                request = ExportTraceServiceRequest()
+                request.ParseFromString(body)
+                with lock:
+                    for rs in request.resource_spans:
+                        for ss in rs.scope_spans:
+                            for span in ss.spans:
+                                backend.span_ids[span.span_id] = backend.span_ids.get(span.span_id, 0) + 1
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def figures() -> list[Figure]:
+    import bench_sidecar
+
+    bench_sidecar.TRACES_PER_REQUEST = TRACES_PER_BODY
+    bodies = make_bodies(int(SECONDS * RATE) + 10)  # every run distinct: no span id repeats across the soak
+    expected_per_body = TRACES_PER_BODY * bench_sidecar.SPANS_PER_TRACE
+    backend = Backend()
+    port = free_port()
+    serve = subprocess.Popen(
+        [
+            str(BIN / "trajgrade"),
+            "serve",
+            "--config",
+            str(CONFIG),
+            "--otlp-http",
+            f"127.0.0.1:{port}",
+            "--forward",
+            backend.url,
+            "--settle",
+            "200ms",
+            "--max-buffered-spans",
+            "8000",  # less than one outage of traffic: the sidecar must refuse, then take the retries
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_port(port, serve)
+    url = f"http://127.0.0.1:{port}/v1/traces"
+    accepted = refused = 0
+    samples: list[tuple[float, int]] = []
+    start = time.monotonic()
+    try:
+        for i, body in enumerate(bodies[: int(SECONDS * RATE)]):
+            now = time.monotonic() - start
+            backend.failing = (now % 15) < 5
+            if i % RATE == 0:
+                samples.append((now, rss_kib(serve.pid)))
+            while True:
+                req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/x-protobuf"})
+                try:
+                    with urllib.request.urlopen(req, timeout=30) as r:
+                        r.read()
+                    accepted += 1
+                    break
+                except urllib.error.HTTPError as e:
+                    if e.code != 429:
+                        raise
+                    refused += 1
+                    time.sleep(float(e.headers.get("Retry-After", "1")) / 10)
+            delay = start + (i + 1) / RATE - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+        backend.failing = False
+        sent_spans = accepted * expected_per_body
+        deadline = time.monotonic() + 60
+        while len(backend.span_ids) < sent_spans and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        exit_code = serve.wait(timeout=60)
+        backend.server.shutdown()
+    fifth = max(1, len(samples) // 5)
+    early = statistics.median(kib for _, kib in samples[fifth : 2 * fifth])
+    late = statistics.median(kib for _, kib in samples[-fifth:])
+    forwarded = len(backend.span_ids)
+    duplicates = sum(1 for n in backend.span_ids.values() if n > 1)
+    accounted = forwarded == sent_spans and duplicates == 0 and exit_code == 0
+    return [
+        Figure(
+            f"soak {SECONDS:.0f}s at {RATE * expected_per_body} spans/s, backend down 5s in 15s: RSS late / early",
+            late / early,
+            "x",
+            "<= 1.25x",
+            late / early <= 1.25,
+            1.0,
+            f"early {early / 1024:.0f} MiB, late {late / 1024:.0f} MiB",
+        ),
+        Figure(
+            f"  spans acknowledged {sent_spans}, forwarded {forwarded}, duplicates {duplicates}; "
+            f"requests refused with 429 and retried {refused}; backend refusals {backend.refusals}",
+            forwarded - sent_spans,
+            "spans lost",
+            "0",
+            accounted,
+        ),
+    ]
+
+
+if __name__ == "__main__":
+    figs = figures()
+    print_table(figs)
+    sys.exit(0 if all(f.ok for f in figs) else 1)
