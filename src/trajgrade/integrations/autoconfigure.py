@@ -44,7 +44,9 @@ class TrajgradeInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
         try:
             config = load_config(path)
-        except ConfigError as e:
+            settle_s = float(os.environ.get("TRAJGRADE_SETTLE", "0"))
+            max_traces = int(os.environ.get("TRAJGRADE_MAX_TRACES", "10000"))
+        except (ConfigError, ValueError) as e:
             logger.error("trajgrade: not grading: %s", e)
             return
         provider = kwargs.get("tracer_provider") or trace.get_tracer_provider()
@@ -55,8 +57,8 @@ class TrajgradeInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             config,
             meter_provider=kwargs.get("meter_provider") or metrics.get_meter_provider(),
             tracer_provider=provider,
-            settle_s=float(os.environ.get("TRAJGRADE_SETTLE", "0")),
-            max_traces=int(os.environ.get("TRAJGRADE_MAX_TRACES", "10000")),
+            settle_s=settle_s,
+            max_traces=max_traces,
         )
         provider.add_span_processor(processor)
         TrajgradeInstrumentor._processor = processor
