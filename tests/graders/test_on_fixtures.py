@@ -49,6 +49,11 @@ def test_limits_from_the_truth(path: Path) -> None:
         assert grade({"type": "token_usage", "max_total_tokens": total}, t).status == "pass"
     assert grade({"type": "tool-call-count", "max": calls}, t).status == "pass"
     assert grade({"type": "turn-count", "max": llm}, t).status == "pass"
+    assert grade({"type": "step-count", "max": llm + calls}, t).status == "pass"
+    assert grade({"type": "step-count", "min": llm + calls + 1}, t).status == "fail"
+    assert grade({"type": "error-count", "max": 1000}, t).status == "pass"
+    assert grade({"type": "wall-time", "max": "1h"}, t).status == "pass"
+    assert grade({"type": "latency", "max_ms": 0}, t).status == "fail"
     assert grade({"type": "budget", "max_tool_calls": calls, "max_llm_calls": llm}, t).status == "pass"
     metrics = {"type": "execution_metrics", "max_tool_calls": calls, "max_llm_calls": llm}
     assert grade(metrics, t).status == "pass"
