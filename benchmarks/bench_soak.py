@@ -108,10 +108,17 @@ def figures() -> list[Figure]:
     accepted = refused = 0
     samples: list[tuple[float, int]] = []
     start = time.monotonic()
+    done = threading.Event()
+
+    def outages() -> None:  # the backend is down 5 s out of every 15, until the load ends
+        while not done.wait(0.05):
+            backend.failing = ((time.monotonic() - start) % 15) < 5
+        backend.failing = False
+
+    threading.Thread(target=outages, daemon=True).start()
     try:
         for i, body in enumerate(bodies[: int(SECONDS * RATE)]):
             now = time.monotonic() - start
-            backend.failing = (now % 15) < 5
             if i % RATE == 0:
                 samples.append((now, rss_kib(serve.pid)))
             while True:
@@ -129,12 +136,13 @@ def figures() -> list[Figure]:
             delay = start + (i + 1) / RATE - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-        backend.failing = False
+        done.set()
         sent_spans = accepted * expected_per_body
         deadline = time.monotonic() + 60
         while len(backend.span_ids) < sent_spans and time.monotonic() < deadline:
             time.sleep(0.2)
     finally:
+        done.set()
         serve.send_signal(signal.SIGTERM)
         exit_code = serve.wait(timeout=60)
         backend.server.shutdown()
