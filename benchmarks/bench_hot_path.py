@@ -7,7 +7,8 @@ attributes each, ``start_as_current_span`` as instrumentations do) under every c
 - ``trajgrade``: the same with ``GradingSpanProcessor`` and a config of every grader family;
 - ``simple``: the same with ``SimpleSpanProcessor(InMemorySpanExporter())`` (a reference point).
 
-Only the child spans are timed; the root ends after the clock stops, and grading runs on the worker thread.
+Only the child spans are timed; the root ends after the clock stops, grading runs on the worker thread, and
+a full collection runs between configurations, so that none is charged for another's garbage.
 The figure is the median over rounds of the per-round ratio to ``sdk`` (target: at most 1.15).
 
 Memory per buffered step: tracemalloc's growth while ``SPANS_MEMORY`` child spans of an open run sit in
@@ -98,6 +99,7 @@ def per_span_figures() -> list[Figure]:
             provider, settle = configs[name]
             seconds[name].append(one_run(provider))
             settle()  # grading and clearing happen outside the timed loop, before the next configuration
+            gc.collect()  # and so does collecting their garbage: no configuration pays for another's
     ratios = {
         name: statistics.median(s / b for s, b in zip(seconds[name], seconds["sdk"], strict=True)) for name in names
     }
