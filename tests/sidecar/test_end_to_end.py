@@ -89,3 +89,34 @@ def test_rotel_runs_trajgrade_as_its_trace_processor(workdir: Path) -> None:
     assert len(graded) == 2
     for root in graded:
         assert len([e for e in root.events if e.name == RESULT]) == 3
+
+
+def test_the_fixtures_of_every_instrumentation_through_the_collectors(workdir: Path) -> None:
+    """Real traces from every library, in OTLP/JSON, sent as protobuf through rotel, trajgrade and rotel again."""
+    import requests
+    from conftest import fixture_files
+
+    from trajgrade.sidecar.otlp import decode_body
+
+    files = [p for p in fixture_files() if p.stem in ("three_tools", "repeat_six", "delegation", "fail_http500")]
+    assert len(files) >= 30
+    bodies = [decode_body(p.read_bytes(), "application/json", "", max_decompressed=1 << 26) for p in files]
+    sent = {s.span_id for b in bodies for rs in b.resource_spans for ss in rs.scope_spans for s in ss.spans}
+    with sink() as backend, rotel(workdir, backend.url) as after:
+        with serve(workdir, CONFIG, [f"http://127.0.0.1:{after['http']}"], "--settle", "200ms") as sidecar:
+            with rotel(workdir, f"http://127.0.0.1:{sidecar.http}") as before:
+                for body in bodies:
+                    r = requests.post(
+                        f"http://127.0.0.1:{before['http']}/v1/traces",
+                        data=body.SerializeToString(),
+                        headers={"Content-Type": "application/x-protobuf"},
+                        timeout=30,
+                    )
+                    assert r.status_code == 200
+                assert backend.wait_for(len(sent), timeout=60), f"{len(backend.spans)}/{len(sent)}"
+        assert sidecar.stop() == 0
+    received = backend.span_ids()
+    assert set(received) == sent and set(received.values()) == {1}
+    graded = [s for s in backend.spans if any(e.name == RESULT for e in s.events)]
+    assert len(graded) == len(files)  # one graded root per run: every fixture is one run
+    assert all(not s.parent_span_id for s in graded)
