@@ -1,0 +1,100 @@
+"""The sidecar under abusive clients and a hard kill: other clients unaffected, memory bounded, losses as documented."""
+
+from __future__ import annotations
+
+import gzip
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+import requests
+
+TESTS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(TESTS / "sidecar"))
+
+from infra import free_port, serve, sink  # noqa: E402
+from test_requests import PROTOBUF, run_request  # noqa: E402
+
+CONFIG = TESTS / "sidecar" / "graders.yaml"
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_slow_clients_many_connections_and_bombs_do_not_starve_others(tmp_path: Path) -> None:
+    with sink() as backend, serve(tmp_path, CONFIG, [backend.url], "--settle", "50ms") as sidecar:
+        # 64 connections that send headers, then trickle a body they never finish
+        slow = []
+        for _ in range(64):
+            s = socket.create_connection(("127.0.0.1", sidecar.http))
+            s.sendall(
+                b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+                b"Content-Length: 1000000\r\n\r\n\x0a"
+            )
+            slow.append(s)
+        bomb = gzip.compress(b"\0" * (200 * 1024 * 1024))
+        before = rss_kib(sidecar.proc.pid)
+
+        def bombard() -> None:
+            for _ in range(20):
+                r = requests.post(
+                    f"{sidecar.url}/v1/traces", data=bomb, headers={**PROTOBUF, "Content-Encoding": "gzip"}, timeout=60
+                )
+                assert r.status_code == 413
+
+        bombers = [threading.Thread(target=bombard) for _ in range(3)]
+        for t in bombers:
+            t.start()
+        started = time.monotonic()
+        for trace in range(1, 21):  # a well-behaved client meanwhile
+            r = requests.post(
+                f"{sidecar.url}/v1/traces", data=run_request(trace).SerializeToString(), headers=PROTOBUF, timeout=10
+            )
+            assert r.status_code == 200
+        well_behaved = time.monotonic() - started
+        for t in bombers:
+            t.join(timeout=120)
+        after = rss_kib(sidecar.proc.pid)
+        for s in slow:
+            s.close()
+        assert backend.wait_for(20 * 7)
+        assert requests.get(f"{sidecar.url}/healthz", timeout=5).status_code == 200
+    assert well_behaved < 20, f"20 small requests took {well_behaved:.1f}s beside the abusive clients"
+    assert after - before < 300 * 1024, f"RSS grew by {(after - before) // 1024} MiB under gzip bombs"
+
+
+def test_a_hard_kill_loses_only_what_was_acknowledged_and_not_yet_forwarded(tmp_path: Path) -> None:
+    """With the backend down, acknowledged spans wait in memory; SIGKILL loses them, and only them. Requests
+    that were not acknowledged are the sender's to retry, and after a restart they all arrive."""
+    with sink() as backend:
+        backend.status = 503
+        acknowledged = []
+        with serve(tmp_path, CONFIG, [backend.url], "--settle", "50ms") as first:
+            for trace in range(1, 6):
+                r = requests.post(
+                    f"{first.url}/v1/traces", data=run_request(trace).SerializeToString(), headers=PROTOBUF
+                )
+                assert r.status_code == 200
+                acknowledged.append(trace)
+            time.sleep(0.3)
+            first.proc.send_signal(signal.SIGKILL)
+            first.proc.wait(timeout=10)
+        backend.status = 200
+        with serve(tmp_path, CONFIG, [backend.url], "--settle", "50ms") as second:
+            for trace in range(6, 11):  # what the sender still had, retried against the new process
+                r = requests.post(
+                    f"{second.url}/v1/traces", data=run_request(trace).SerializeToString(), headers=PROTOBUF
+                )
+                assert r.status_code == 200
+            assert backend.wait_for(5 * 7)
+            assert second.stop() == 0
+    arrived_traces = {s.trace_id for s in backend.spans}
+    assert arrived_traces == {t.to_bytes(16, "big") for t in range(6, 11)}
+    assert free_port()  # the killed process released its ports
