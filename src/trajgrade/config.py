@@ -65,6 +65,8 @@ class Grader:
 class Scoring:
     threshold: float | None = None
     weights: Mapping[str, float] = field(default_factory=dict)
+    #: Seconds one grader may take on one run; past it its result is ``error`` (``timeout``).
+    timeout: float = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,7 +327,7 @@ class _Loader:
             raise self.error(path, "scoring is a mapping {threshold, weights}")
         unknown = set(raw) - {"threshold", "weights", "timeout"}
         if unknown:
-            raise self.error((*path, sorted(unknown)[0]), "unknown field (scoring has threshold and weights)")
+            raise self.error((*path, sorted(unknown)[0]), "unknown field (scoring has threshold, weights and timeout)")
         threshold = raw.get("threshold")
         if threshold is not None and (
             isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 <= threshold <= 1
@@ -340,9 +342,20 @@ class _Loader:
                 raise self.error((*path, "weights", key), f"no grader named {key!r} in this list")
             if isinstance(w, bool) or not isinstance(w, int | float) or w < 0:
                 raise self.error((*path, "weights", key), "a weight is a number >= 0")
+        timeout = raw.get("timeout", 5.0)
+        if isinstance(timeout, str):
+            from trajgrade.graders.thresholds import parse_duration
+
+            try:
+                timeout = parse_duration(timeout)
+            except ValueError as e:
+                raise self.error((*path, "timeout"), f"timeout: {e}") from None
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < math.inf:
+            raise self.error((*path, "timeout"), "timeout: seconds per grader, a number > 0 or a duration ('2s')")
         return Scoring(
             threshold=float(threshold) if threshold is not None else None,
             weights={str(k): float(v) for k, v in weights.items()},
+            timeout=float(timeout),
         )
 
     def match(self, raw: Any, path: Path_) -> Match:

@@ -9,6 +9,7 @@ result (an LLM judge, which trajgrade does not run) is left out of both.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -33,19 +34,17 @@ class RunReport:
     score: float
 
 
-def run_grader(grader: Grader, trajectory: Trajectory) -> GraderResult:
-    """One grader on one run; an exception inside the grader becomes an ``error`` result."""
+def run_grader(grader: Grader, trajectory: Trajectory, timeout_s: float = 5.0) -> GraderResult:
+    """One grader on one run; an exception inside it, or a run past ``timeout_s``, becomes an ``error`` result.
+
+    A grader is pure Python and is not interrupted; what could make one slow on hostile content (a config
+    regex) stops itself within its own limit (``trajgrade.patterns``), so the budget is checked when it returns.
+    """
+    started = time.perf_counter()
     try:
         result = grader.spec.grade(trajectory, grader.options, grader.name)
     except PatternTimeout as e:  # a config regex on hostile input: bounded, reported, never a hang
-        return GraderResult(
-            name=grader.name,
-            type=grader.type,
-            status="error",
-            score=0.0,
-            explanation=f"over its time budget: {e}",
-            error_type="timeout",
-        )
+        return _timeout(grader, str(e))
     except Exception as e:  # a grader bug must not take the run's other results with it
         logger.exception("grader %s (%s) failed on trace %s", grader.name, grader.type, trajectory.trace_id)
         return GraderResult(
@@ -56,7 +55,21 @@ def run_grader(grader: Grader, trajectory: Trajectory) -> GraderResult:
             explanation=f"internal error in the grader: {type(e).__name__}: {e}",
             error_type="internal",
         )
+    elapsed = time.perf_counter() - started
+    if elapsed > timeout_s:
+        return _timeout(grader, f"took {elapsed:.2f}s, over its time budget of {timeout_s:g}s")
     return result
+
+
+def _timeout(grader: Grader, why: str) -> GraderResult:
+    return GraderResult(
+        name=grader.name,
+        type=grader.type,
+        status="error",
+        score=0.0,
+        explanation=f"over its time budget: {why}",
+        error_type="timeout",
+    )
 
 
 def aggregate(graders: Sequence[Grader], results: Sequence[GraderResult], scoring: Scoring) -> tuple[bool, float]:
@@ -77,6 +90,6 @@ def grade_run(config: Config, trajectory: Trajectory) -> RunReport:
     suite = config.suite_for(trajectory)
     if suite is None:
         return RunReport(trajectory, None, (), True, 1.0)
-    results = tuple(run_grader(g, trajectory) for g in suite.graders)
+    results = tuple(run_grader(g, trajectory, suite.scoring.timeout) for g in suite.graders)
     passed, score = aggregate(suite.graders, results, suite.scoring)
     return RunReport(trajectory, suite.name, results, passed, score)

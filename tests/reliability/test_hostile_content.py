@@ -152,3 +152,25 @@ def test_a_grader_that_raises_reports_error_and_the_agent_runs_on(no_reraise: No
 
 def _explode(*args: Any) -> Any:
     raise RecursionError(json.dumps({"deliberately": "broken grader"}))
+
+
+def test_a_grader_over_its_time_budget_reports_error() -> None:
+    from trajgrade import ConfigError
+    from trajgrade.graders import CATALOGUE
+
+    spec = next(s for s in CATALOGUE if s.type == "completed")
+    config = parse_config("scoring: {timeout: 50ms}\ngraders:\n  - {type: completed}\n  - {type: turn-count, max: 5}\n")
+    slow = config.suites[0].graders[0]
+    object.__setattr__(slow, "spec", type(spec)(spec.type, spec.config, _slow, spec.summary))
+    report = grade_run(config, run(llm()))
+    assert (report.results[0].status, report.results[0].error_type) == ("error", "timeout")
+    assert "over its time budget of 0.05s" in report.results[0].explanation
+    assert report.results[1].status == "pass" and not report.passed
+    for bad in ("0", "-1", "soon", "true"):
+        with pytest.raises(ConfigError, match="timeout"):
+            parse_config(f"scoring: {{timeout: {bad}}}\ngraders:\n  - {{type: completed}}\n")
+
+
+def _slow(*args: Any) -> Any:
+    time.sleep(0.2)
+    return _explode  # never used: the budget is over first
