@@ -98,3 +98,21 @@ def test_a_hard_kill_loses_only_what_was_acknowledged_and_not_yet_forwarded(tmp_
     arrived_traces = {s.trace_id for s in backend.spans}
     assert arrived_traces == {t.to_bytes(16, "big") for t in range(6, 11)}
     assert free_port()  # the killed process released its ports
+
+
+def test_a_slow_backend_does_not_slow_acknowledgements_and_everything_arrives(tmp_path: Path) -> None:
+    with sink() as backend:
+        backend.delay_s = 0.5
+        with serve(tmp_path, CONFIG, [backend.url], "--settle", "50ms") as sidecar:
+            started = time.monotonic()
+            for trace in range(1, 31):
+                r = requests.post(
+                    f"{sidecar.url}/v1/traces", data=run_request(trace).SerializeToString(), headers=PROTOBUF
+                )
+                assert r.status_code == 200
+            acknowledging = time.monotonic() - started
+            assert backend.wait_for(30 * 7, timeout=120)
+            assert sidecar.stop() == 0
+    assert acknowledging < 10, f"30 requests took {acknowledging:.1f}s to acknowledge beside a 0.5 s/request backend"
+    ids = backend.span_ids()
+    assert len(ids) == 210 and set(ids.values()) == {1}

@@ -46,18 +46,21 @@ def rotel_binary() -> Path:
 
 
 class Sink:
-    """Records every span it receives at /v1/traces; ``status`` is what it answers (200 by default)."""
+    """Records every span it receives at /v1/traces; ``status`` is what it answers (200 by default), after
+    ``delay_s``."""
 
     def __init__(self) -> None:
         self.spans: list[trace_pb2.Span] = []
         self.requests = 0
         self.status = 200
+        self.delay_s = 0.0  # a slow backend
         self._lock = threading.Lock()
         sink = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                time.sleep(sink.delay_s)
                 if sink.status != 200:
                     self.send_response(sink.status)
                     self.end_headers()

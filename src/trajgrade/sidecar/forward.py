@@ -11,6 +11,7 @@ rejection (another 4xx, INVALID_ARGUMENT) is counted and logged, never silent.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -29,6 +30,7 @@ __all__ = ["Batch", "Forwarder"]
 logger = logging.getLogger(__name__)
 
 _RETRY_HTTP = frozenset({429, 502, 503, 504})
+MAX_SEND_SPANS = 8192
 _RETRY_GRPC = frozenset(
     {
         grpc.StatusCode.UNAVAILABLE,
@@ -52,6 +54,13 @@ class Batch:
         if self.body is None:
             self.body = self.request.SerializeToString()
         return self.body
+
+
+def _merged(batches: list[Batch]) -> Batch:
+    request = ExportTraceServiceRequest()
+    for b in batches:
+        request.resource_spans.extend(b.request.resource_spans)
+    return Batch(request, sum(b.spans for b in batches))
 
 
 class Forwarder:
@@ -140,14 +149,23 @@ class Forwarder:
                     self._cond.wait()
                 if self._stop:
                     return
-                batch = self._queue[0]
+                # Batches queued while the last send was under way go out together (up to MAX_SEND_SPANS):
+                # a slow or recovering target gets fewer, larger requests.
+                taken = [self._queue[0]]
+                spans = taken[0].spans
+                for queued in itertools.islice(self._queue, 1, None):
+                    if spans + queued.spans > MAX_SEND_SPANS:
+                        break
+                    taken.append(queued)
+                    spans += queued.spans
                 self._sending = True
-            delivered = self._deliver(batch)
+            delivered = self._deliver(taken[0] if len(taken) == 1 else _merged(taken))
             with self._lock:
                 self._sending = False
                 if delivered:
-                    self._queue.popleft()
-                    self._reserved -= batch.spans
+                    for _ in taken:
+                        self._queue.popleft()
+                    self._reserved -= spans
                 self._cond.notify_all()
 
     def _deliver(self, batch: Batch) -> bool:
