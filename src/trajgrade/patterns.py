@@ -34,7 +34,25 @@ def compile_pattern(pattern: str) -> regex.Pattern[str]:
 
 
 def search(pattern: str, text: str) -> bool:
-    """Whether ``pattern`` matches anywhere in ``text`` (its first ``MAX_INPUT`` characters)."""
+    """Whether ``pattern`` matches anywhere in ``text`` (its first ``MAX_INPUT`` characters).
+
+    Short texts (tool names, most argument values) repeat across a run's calls, so their answers are kept:
+    a match under a time limit costs microseconds more than one without.
+    """
+    if len(text) <= _SHORT:
+        return _search_short(pattern, text)
+    return _search(pattern, text)
+
+
+_SHORT = 256
+
+
+@functools.lru_cache(maxsize=8192)
+def _search_short(pattern: str, text: str) -> bool:
+    return _search(pattern, text)
+
+
+def _search(pattern: str, text: str) -> bool:
     try:
         return compile_pattern(pattern).search(text[:MAX_INPUT], timeout=TIMEOUT_S) is not None
     except TimeoutError:

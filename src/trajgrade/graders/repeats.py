@@ -30,7 +30,8 @@ repetitions found without them already decide the verdict it stands, else the ru
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import operator
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
@@ -39,7 +40,7 @@ from trajgrade.graders.base import Evidence, GraderConfig, GraderResult, GraderS
 from trajgrade.patterns import compile_pattern, search
 from trajgrade.trajectory.model import Step, Trajectory
 
-__all__ = ["SPECS", "canonical", "longest_repetition"]
+__all__ = ["SPECS", "json_equal", "longest_repetition"]
 
 Match = Literal["observation", "name", "name-args"]
 
@@ -71,19 +72,28 @@ class LoopOutcomeConfig(_RepeatConfig):
     match: Match = "name-args"
 
 
-def canonical(value: Any) -> Any:
-    """A hashable form of a JSON value under deep equality (key order ignored, 1 == 1.0, true != 1)."""
-    if isinstance(value, dict):
-        return ("o", tuple(sorted((str(k), canonical(v)) for k, v in value.items())))
-    if isinstance(value, list | tuple):
-        return ("a", tuple(canonical(v) for v in value))
-    if isinstance(value, bool) or value is None:
-        return ("c", value)
-    if isinstance(value, int | float):
-        return ("n", int(value) if isinstance(value, float) and value.is_integer() else value)
-    if isinstance(value, str):
-        return ("s", value)
-    return ("x", repr(value))
+def json_equal(a: Any, b: Any) -> bool:
+    """Deep equality of JSON values: key order ignored, ``1`` equals ``1.0``, ``true`` is not ``1``.
+
+    Python's ``==`` already ignores key order and equates 1 and 1.0; it only goes too far in equating booleans
+    with numbers, so a structural walk is needed only when ``==`` says equal. Keys stay references to the
+    parsed values: nothing is built per call, which keeps long runs cheap for the garbage collector.
+    """
+    if a != b:
+        return False
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b)
+    if isinstance(a, dict):
+        return all(json_equal(v, b[k]) for k, v in a.items())
+    if isinstance(a, list | tuple):
+        return all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    return True
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return a[0] == b[0] and json_equal(a[1], b[1])
+    return a == b
 
 
 class _Unknown:
@@ -96,15 +106,17 @@ def _key(step: Step, match: Match) -> object:
     if match == "name":
         return tool.name
     if match == "name-args":
-        return (tool.name, canonical(tool.arguments)) if tool.arguments_captured else _Unknown()
+        return (tool.name, tool.arguments) if tool.arguments_captured else _Unknown()
     if tool.result_captured:
-        return (tool.name, canonical(tool.result))
+        return (tool.name, tool.result)
     if step.failed:
         return (tool.name, ("error", step.error_type, step.error_message))
     return _Unknown()
 
 
-def longest_repetition(keys: Sequence[object], max_period: int) -> tuple[int, int, int]:
+def longest_repetition(
+    keys: Sequence[object], max_period: int, same: Callable[[object, object], bool] = operator.eq
+) -> tuple[int, int, int]:
     """(occurrences, start index, period) of the longest back-to-back repetition of a block of keys.
 
     Whole blocks are counted; on a tie the shorter period (then the earlier start) wins.
@@ -113,7 +125,7 @@ def longest_repetition(keys: Sequence[object], max_period: int) -> tuple[int, in
     for period in range(1, max_period + 1):
         matched = 0
         for i in range(period, len(keys)):
-            if keys[i] == keys[i - period]:
+            if same(keys[i], keys[i - period]):
                 matched += 1
                 occurrences = (matched + period) // period
                 if occurrences > best[0]:
@@ -130,7 +142,7 @@ def _repetition(t: Trajectory, c: MaxRepeatConfig | LoopOutcomeConfig) -> tuple[
         calls = [s for s in calls if s.tool is not None and any(search(p, s.tool.name) for p in c.tools)]
     keys = [_key(s, c.match) for s in calls]
     unknown = sum(isinstance(k, _Unknown) for k in keys)
-    occurrences, start, period = longest_repetition(keys, c.max_cycle_period)
+    occurrences, start, period = longest_repetition(keys, c.max_cycle_period, _same)
     return occurrences, period, calls[start : start + occurrences * period], unknown
 
 
