@@ -107,6 +107,7 @@ class GradingSpanProcessor(SpanProcessor):
             max_trace_age_s=max_trace_age_s,
             on_drop=self._count_drop,
         )
+        self._add = self._assembler.add  # bound once: on_end runs for every span the agent ends
         self._grading = Grading(config, meter_provider=meter_provider, on_report=on_report, active=self._active)
         self._settle_s = settle_s
         self._use_worker = worker
@@ -146,13 +147,13 @@ class GradingSpanProcessor(SpanProcessor):
         try:
             parts = sdk_parts(span)
             parent = parts[1]
-            if self._shutdown:
-                self._count_drop("already_shutdown")
-            elif parent is not None and not parent.is_remote:
+            if parent is not None and not parent.is_remote and not self._shutdown:
                 # The hot path: keep references to the span's parts; normalizing waits for the worker.
                 # (trajgrade's own evaluation span is a child of the root: its name is checked first, it is cheap.)
                 if not (parts[2].startswith(_OWN_SPAN_PREFIX) and self._is_own(span)):
-                    self._assembler.add(parts[0].trace_id, parts)
+                    self._add(parts[0].trace_id, parts)
+            elif self._shutdown:
+                self._count_drop("already_shutdown")
             elif not self._is_own(span):
                 handled_root = self._root_ended(span)
         except Exception as e:

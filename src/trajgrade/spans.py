@@ -94,7 +94,6 @@ def sdk_parts(span: ReadableSpan) -> SdkParts:
     then walks, instead of a ReadableSpan and its empty event and link lists (about 3.5 KB).
     """
     try:
-        attributes = span._attributes
         return (
             span._context,
             span._parent,
@@ -103,7 +102,7 @@ def sdk_parts(span: ReadableSpan) -> SdkParts:
             span._start_time or 0,
             span._end_time,
             span._status,
-            getattr(attributes, "_dict", attributes),
+            span._attributes._dict,  # type: ignore[union-attr]
             tuple(span._events) if span._events else (),
             span._resource,
             span._instrumentation_scope,
