@@ -174,3 +174,10 @@ def test_a_grader_over_its_time_budget_reports_error() -> None:
 def _slow(*args: Any) -> Any:
     time.sleep(0.2)
     return _explode  # never used: the budget is over first
+
+
+def test_infinite_and_nan_token_counts_are_no_counts() -> None:
+    from trajgrade.trajectory.normalize import _int
+
+    assert _int(float("inf")) is None and _int(float("nan")) is None and _int("1e999") is None
+    assert _int("12") == 12 and _int(12.0) == 12
