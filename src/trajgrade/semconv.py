@@ -107,6 +107,8 @@ MODEL_KEYS: Final = (
     "llm.model_name",
     "llm.request.model_name",
 )
+#: Agent spans: pydantic-ai v2 names the model ``model_name``.
+AGENT_MODEL_KEYS: Final = (*MODEL_KEYS, "model_name")
 PROVIDER_KEYS: Final = (PROVIDER_NAME, SYSTEM, "llm.system", "llm.provider")
 #: Values of the provider keys that name a framework, not the model's vendor (useless for pricing).
 FRAMEWORK_PROVIDERS: Final = frozenset({"strands-agents", "gcp.vertex.agent", "pydantic-ai", "function", "test"})
@@ -179,6 +181,7 @@ AGENT_OUTPUT_KEYS: Final = ("final_result", "output.value", "traceloop.entity.ou
 #: The model's output messages (to link tool calls to the model call that asked for them).
 OUTPUT_MESSAGE_KEYS: Final = (OUTPUT_MESSAGES,)
 #: Flattened tool-call ids in a model's output: OpenInference, then OpenLLMetry before 0.55.
+FLAT_TOOL_CALL_ID_PREFIXES: Final = ("llm.output_messages.", "gen_ai.completion.")
 FLAT_TOOL_CALL_ID: Final = (
     re.compile(r"^llm\.output_messages\.\d+\.message\.tool_calls\.\d+\.tool_call\.id$"),
     re.compile(r"^gen_ai\.completion\.\d+\.tool_calls\.\d+\.id$"),
@@ -187,7 +190,38 @@ FLAT_TOOL_CALL_ID: Final = (
 #: Tool definitions (JSON Schemas of the arguments) recorded on model-call or agent spans.
 TOOL_DEFINITION_KEYS: Final = (TOOL_DEFINITIONS, "gen_ai.agent.tools")
 #: OpenInference: ``llm.tools.<i>.tool.json_schema``.
+FLAT_TOOL_SCHEMA_PREFIX: Final = "llm.tools."
 FLAT_TOOL_SCHEMA: Final = re.compile(r"^llm\.tools\.\d+\.tool\.json_schema$")
+FLAT_TOOL_SCHEMA_FIRST: Final = "llm.tools.0.tool.json_schema"
+
+#: Every attribute key normalization reads, and the prefixes of the flattened ones: a reader that must
+#: decode each value (OTLP protobuf) decodes only these for spans whose other attributes are not kept.
+READ_KEYS: Final = frozenset(
+    {
+        *(key for key, _ in KIND_BY_ATTRIBUTE),
+        *MODEL_KEYS,
+        *AGENT_MODEL_KEYS,
+        *PROVIDER_KEYS,
+        *AGENT_INPUT_TOKEN_KEYS,
+        *AGENT_OUTPUT_TOKEN_KEYS,
+        *CACHE_READ_KEYS,
+        *CACHE_WRITE_KEYS,
+        *REASONING_KEYS,
+        *COST_KEYS,
+        *COST_PART_KEYS,
+        *TOOL_NAME_KEYS,
+        *TOOL_CALL_ID_KEYS,
+        *TOOL_ARGUMENT_KEYS,
+        *TOOL_RESULT_KEYS,
+        TOOL_STATUS_KEY,
+        ERROR_TYPE,
+        *AGENT_NAME_KEYS,
+        *AGENT_OUTPUT_KEYS,
+        *OUTPUT_MESSAGE_KEYS,
+        *TOOL_DEFINITION_KEYS,
+    }
+)
+READ_PREFIXES: Final = (TOOL_ARGUMENT_PREFIX, *FLAT_TOOL_CALL_ID_PREFIXES, FLAT_TOOL_SCHEMA_PREFIX)
 
 # --- span events ------------------------------------------------------------------------------------
 EXCEPTION_EVENT: Final = "exception"

@@ -20,6 +20,8 @@ from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 from opentelemetry.sdk.trace import ReadableSpan
 
+from trajgrade import semconv as sc
+
 __all__ = ["JsonSpan", "ProtoSpan", "SdkSpan", "SpanEvent", "SpanView"]
 
 STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
@@ -215,9 +217,12 @@ def proto_value(value: common_pb2.AnyValue) -> Any:
 
 
 def proto_attributes(kvs: Any) -> dict[str, Any]:
-    """Turn a repeated OTLP ``KeyValue`` into a dict (a later duplicate key wins, as in the SDK)."""
+    """Turn OTLP attributes into a dict: a repeated ``KeyValue`` (a later duplicate key wins, as in the SDK),
+    or the ``map<string, AnyValue>`` of the sidecar's read schema (``sidecar/wire.py``)."""
+    if isinstance(kvs, Mapping):
+        return {key: _plain(value) for key, value in kvs.items()}
     out: dict[str, Any] = {}
-    for kv in kvs:  # the sidecar's hottest loop: scalars are read inline
+    for kv in kvs:  # scalars are read inline: this loop runs for every attribute of every span
         value = kv.value
         which = value.WhichOneof("value")
         if which == "string_value":
@@ -229,15 +234,38 @@ def proto_attributes(kvs: Any) -> dict[str, Any]:
     return out
 
 
+def proto_read_attributes(kvs: Any) -> dict[str, Any]:
+    """Like :func:`proto_attributes`, for the keys normalization reads only (``semconv.READ_KEYS``)."""
+    keys, prefixes = sc.READ_KEYS, sc.READ_PREFIXES
+    if isinstance(kvs, Mapping):  # the sidecar's hottest loop: no KeyValue message is touched for other keys
+        return {key: _plain(kvs[key]) for key in kvs if key in keys or key.startswith(prefixes)}
+    return {kv.key: _plain(kv.value) for kv in kvs if kv.key in keys or kv.key.startswith(prefixes)}
+
+
+def _plain(value: common_pb2.AnyValue) -> Any:
+    which = value.WhichOneof("value")
+    return getattr(value, which) if which in _SCALARS else proto_value(value)
+
+
+_SCALARS = frozenset({"string_value", "int_value", "bool_value", "double_value", "bytes_value"})
+
+
 class ProtoSpan:
-    """A view over an OTLP protobuf span; attributes are decoded once, on first use."""
+    """A view over an OTLP protobuf span; attributes are decoded once, on first use.
 
-    __slots__ = ("_attributes", "_resource", "_scope", "_span")
+    With ``all_attributes=False`` only the attributes normalization reads are decoded (for spans whose
+    record will not keep the rest).
+    """
 
-    def __init__(self, span: trace_pb2.Span, resource: Mapping[str, Any], scope: str) -> None:
+    __slots__ = ("_all", "_attributes", "_resource", "_scope", "_span")
+
+    def __init__(
+        self, span: trace_pb2.Span, resource: Mapping[str, Any], scope: str, *, all_attributes: bool = True
+    ) -> None:
         self._span = span
         self._resource = resource
         self._scope = scope
+        self._all = all_attributes
         self._attributes: dict[str, Any] | None = None
 
     @property
@@ -291,7 +319,8 @@ class ProtoSpan:
     @property
     def attributes(self) -> Mapping[str, Any]:
         if self._attributes is None:
-            self._attributes = proto_attributes(self._span.attributes)
+            read = proto_attributes if self._all else proto_read_attributes
+            self._attributes = read(self._span.attributes)
         return self._attributes
 
     @property

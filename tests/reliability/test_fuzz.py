@@ -19,7 +19,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1 import common_pb2
 
 from trajgrade import ConfigError, grade_run, load_config, parse_config
-from trajgrade.sidecar.otlp import JSON, PROTOBUF, BadRequest, decode_body
+from trajgrade.sidecar.otlp import JSON, PROTOBUF, BadRequest, decode_body, parse_protobuf
 from trajgrade.sidecar.pipeline import Pipeline
 
 # Derandomized: the same examples in every CI run (a submission must not fail by chance); widen locally
@@ -128,7 +128,7 @@ def test_the_sidecar_pipeline_takes_any_valid_request(batch: list[ExportTraceSer
     pipeline._grading.on_report = reports.append
     try:
         for request in batch:
-            assert pipeline.submit(request)
+            assert pipeline.submit(parse_protobuf(request.SerializeToString()))
         deadline = time.monotonic() + 10
         while pipeline.held_roots and time.monotonic() < deadline:
             time.sleep(0.01)

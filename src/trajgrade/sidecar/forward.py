@@ -22,13 +22,13 @@ from urllib.parse import urlsplit
 
 import grpc
 import requests
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 __all__ = ["Batch", "Forwarder"]
 
 logger = logging.getLogger(__name__)
 
+_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 _RETRY_HTTP = frozenset({429, 502, 503, 504})
 MAX_SEND_SPANS = 8192
 _RETRY_GRPC = frozenset(
@@ -44,23 +44,20 @@ _RETRY_GRPC = frozenset(
 
 @dataclass(slots=True)
 class Batch:
-    """Spans to send: the request message, its span count, and its bytes when they are known already."""
+    """Spans to send: a binary ``ExportTraceServiceRequest`` and its span count."""
 
-    request: ExportTraceServiceRequest
+    body: bytes
     spans: int
-    body: bytes | None = None
 
-    def serialized(self) -> bytes:
-        if self.body is None:
-            self.body = self.request.SerializeToString()
-        return self.body
+
+def _raw(body: bytes) -> bytes:
+    return body
 
 
 def _merged(batches: list[Batch]) -> Batch:
-    request = ExportTraceServiceRequest()
-    for b in batches:
-        request.resource_spans.extend(b.request.resource_spans)
-    return Batch(request, sum(b.spans for b in batches))
+    # Protobuf concatenation is merging: the bytes of several requests, one after the other, are one request
+    # with all their resource_spans.
+    return Batch(b"".join(b.body for b in batches), sum(b.spans for b in batches))
 
 
 class Forwarder:
@@ -199,7 +196,7 @@ class Forwarder:
                 try:
                     r = session.post(
                         url,
-                        data=batch.serialized(),
+                        data=batch.body,
                         headers={"Content-Type": "application/x-protobuf"},
                         timeout=self._timeout,
                     )
@@ -212,11 +209,13 @@ class Forwarder:
             return send_http
         if parts.scheme == "grpc":
             channel = grpc.insecure_channel(parts.netloc)
-            stub = trace_service_pb2_grpc.TraceServiceStub(channel)
+            export = channel.unary_unary(
+                _EXPORT, request_serializer=_raw, response_deserializer=ExportTraceServiceResponse.FromString
+            )
 
             def send_grpc(batch: Batch) -> tuple[str | None, bool]:
                 try:
-                    stub.Export(batch.request, timeout=self._timeout)
+                    export(batch.body, timeout=self._timeout)
                 except grpc.RpcError as e:
                     code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
                     return f"gRPC {code.name}", code in _RETRY_GRPC

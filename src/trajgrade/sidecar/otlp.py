@@ -3,7 +3,8 @@
 A body is an ``ExportTraceServiceRequest`` as binary protobuf (``application/x-protobuf``) or as OTLP/JSON
 (``application/json``: hex trace and span ids, as the specification writes them; base64 ids of plain proto3
 JSON are accepted too), optionally gzip-compressed. Every problem is a :class:`BadRequest` with the HTTP
-status and a message that names it.
+status and a message that names it. An accepted body becomes a :class:`TraceRequest`: its protobuf bytes
+(forwarded as they are) and their parse in the read schema of ``wire.py``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import binascii
 import json
 import zlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf import json_format
@@ -26,9 +28,10 @@ from opentelemetry.proto.trace.v1 import trace_pb2
 
 from trajgrade import semconv as sc
 from trajgrade.emit import report_attributes, result_attributes
+from trajgrade.sidecar.wire import ReadRequest
 from trajgrade.suite import RunReport
 
-__all__ = ["PROTOBUF", "BadRequest", "add_results", "decode_body", "encode_response"]
+__all__ = ["PROTOBUF", "BadRequest", "TraceRequest", "add_results", "decode_body", "encode_response", "parse_protobuf"]
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -44,9 +47,27 @@ class BadRequest(Exception):
         self.message = message
 
 
-def decode_body(
-    body: bytes, content_type: str, content_encoding: str, *, max_decompressed: int
-) -> ExportTraceServiceRequest:
+@dataclass(slots=True)
+class TraceRequest:
+    """An accepted export request: its protobuf bytes, their parse in the read schema, and its span count."""
+
+    body: bytes
+    message: Any  # wire.ReadRequest
+    spans: int
+
+
+def parse_protobuf(body: bytes) -> TraceRequest:
+    """Parse a binary ``ExportTraceServiceRequest`` (raises :class:`BadRequest`)."""
+    message = ReadRequest()
+    try:
+        message.ParseFromString(body)
+    except DecodeError as e:
+        raise BadRequest(400, f"body is not a protobuf ExportTraceServiceRequest: {e}") from None
+    spans = sum(len(ss.spans) for rs in message.resource_spans for ss in rs.scope_spans)
+    return TraceRequest(body, message, spans)
+
+
+def decode_body(body: bytes, content_type: str, content_encoding: str, *, max_decompressed: int) -> TraceRequest:
     """Decompress and parse an OTLP/HTTP trace export body."""
     encoding = content_encoding.strip().lower()
     if encoding == "gzip":
@@ -55,14 +76,9 @@ def decode_body(
         raise BadRequest(415, f"unsupported Content-Encoding {content_encoding!r} (use gzip or none)")
     media = content_type.split(";")[0].strip().lower()
     if media == PROTOBUF:
-        request = ExportTraceServiceRequest()
-        try:
-            request.ParseFromString(body)
-        except DecodeError as e:
-            raise BadRequest(400, f"body is not a protobuf ExportTraceServiceRequest: {e}") from None
-        return request
+        return parse_protobuf(body)
     if media == JSON:
-        return _parse_json(body)
+        return parse_protobuf(_parse_json(body).SerializeToString())
     raise BadRequest(415, f"unsupported Content-Type {content_type!r} (use {PROTOBUF} or {JSON})")
 
 

@@ -7,7 +7,7 @@ What happens to a request:
    nothing is accepted that cannot be kept.
 2. Every span is reduced to a record in its trace's buffer (bounded by traces, spans per trace and age).
 3. Spans that are not a run's root (a span with no parent, or whose parent is remote) are forwarded at once,
-   in the request's own shape (the original bytes when nothing was held back). Roots are held.
+   byte for byte: the request's own bytes, with the roots spliced out when there are any. Roots are held.
 4. A root is graded when ``settle_s`` has passed since it arrived, from the records its trace has by then;
    its result events and verdict attributes are added to it and it is forwarded. A trace is released when
    none of its roots is held; a span arriving after that is still forwarded, counted ungraded.
@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.metrics import MeterProvider, get_meter_provider
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1 import trace_pb2
 
 from trajgrade import __version__
@@ -38,7 +37,8 @@ from trajgrade.assembler import Assembler
 from trajgrade.config import Config
 from trajgrade.grading import Grading
 from trajgrade.sidecar.forward import Batch, Forwarder
-from trajgrade.sidecar.otlp import add_results
+from trajgrade.sidecar.otlp import TraceRequest, add_results
+from trajgrade.sidecar.wire import SpliceRequest
 from trajgrade.spans import ProtoSpan, proto_attributes
 from trajgrade.suite import RunReport
 from trajgrade.trajectory.normalize import SpanRecord, normalize
@@ -53,11 +53,14 @@ _SEEN_ROOTS = 65_536
 @dataclass(slots=True)
 class _Held:
     trace_id: bytes
-    request: ExportTraceServiceRequest  # the root alone, with its resource and scope
+    span: bytes  # the root, as it arrived
+    resource: dict[str, Any]  # its resource's attributes
+    scope: str
+    envelope: Any  # a SpliceRequest with the root's resource and scope, and no span yet
     ready_at: float
 
 
-def _is_root(span: trace_pb2.Span) -> bool:
+def _is_root(span: Any) -> bool:
     if not span.parent_span_id:
         return True
     return bool(span.flags & _FLAG_HAS_IS_REMOTE and span.flags & _FLAG_IS_REMOTE)
@@ -132,9 +135,9 @@ class Pipeline:
         self._thread.start()
 
     # --- receiving --------------------------------------------------------------------------------------------
-    def submit(self, request: ExportTraceServiceRequest, body: bytes | None = None, protocol: str = "http") -> bool:
+    def submit(self, request: TraceRequest, protocol: str = "http") -> bool:
         """Admit a request (True), or refuse it whole because a buffer is full or the sidecar is stopping."""
-        spans = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+        spans = request.spans
         with self._lock:
             if self._closed:
                 self.metrics.refused.add(1, {"reason": "shutting_down"})
@@ -146,11 +149,11 @@ class Pipeline:
                 f.reserve(spans)
         self.metrics.received.add(spans, {"protocol": protocol})
         held: list[_Held] = []
+        rest = request.body
         with internal_errors("sidecar receive", self._grading.count_internal_error):
-            held = self._split(request)
-        forwarded = spans - len(held)
-        if forwarded:
-            self._put(Batch(request, forwarded, body if not held else None))
+            held, rest = self._split(request)
+        if spans > len(held):
+            self._put(Batch(rest, spans - len(held)))
         if held:
             with self._lock:
                 if len(self._held) >= self._max_held:  # bounded: grade at once rather than hold
@@ -161,33 +164,36 @@ class Pipeline:
                 self._wake.notify()
         return True
 
-    def _split(self, request: ExportTraceServiceRequest) -> list[_Held]:
-        """Record every span; take the roots out of the request (they wait for grading)."""
-        held: list[_Held] = []
-        ready_at = time.monotonic() + self._settle_s
-        for rs in request.resource_spans:
+    def _split(self, request: TraceRequest) -> tuple[list[_Held], bytes]:
+        """Record every span; splice the roots out of the request's bytes (they wait for grading)."""
+        roots: list[tuple[int, int, int, dict[str, Any], str]] = []
+        add = self._assembler.add
+        for i, rs in enumerate(request.message.resource_spans):
             resource = proto_attributes(rs.resource.attributes)
-            for ss in rs.scope_spans:
+            for j, ss in enumerate(rs.scope_spans):
                 scope = ss.scope.name
                 if scope == sc.TRAJGRADE_SCOPE:
                     continue  # trajgrade's own spans are forwarded, not graded
-                held_at: list[int] = []
-                for i, span in enumerate(ss.spans):
+                for k, span in enumerate(ss.spans):
                     if not _is_root(span):
-                        self._assembler.add(span.trace_id, normalize(ProtoSpan(span, resource, scope), False))
+                        add(span.trace_id, normalize(ProtoSpan(span, resource, scope, all_attributes=False), False))
                     elif self._first_time(span):
-                        held_at.append(i)
-                if not held_at:
-                    continue
-                for i in held_at:
-                    alone = ExportTraceServiceRequest()
-                    out_rs = alone.resource_spans.add(resource=rs.resource, schema_url=rs.schema_url)
-                    out_rs.scope_spans.add(scope=ss.scope, schema_url=ss.schema_url).spans.append(ss.spans[i])
-                    held.append(_Held(ss.spans[i].trace_id, alone, ready_at))
-                keep = [span for i, span in enumerate(ss.spans) if i not in held_at]
-                del ss.spans[:]
-                ss.spans.extend(keep)
-        return held
+                        roots.append((i, j, k, resource, scope))
+        if not roots:
+            return [], request.body
+        splice = SpliceRequest.FromString(request.body)
+        held: list[_Held] = []
+        ready_at = time.monotonic() + self._settle_s
+        for i, j, k, resource, scope in reversed(roots):  # from the end, so that each index is still right
+            rs = splice.resource_spans[i]
+            ss = rs.scope_spans[j]
+            envelope = SpliceRequest()
+            out_rs = envelope.resource_spans.add(resource=rs.resource, schema_url=rs.schema_url)
+            out_rs.scope_spans.add(scope=ss.scope, schema_url=ss.schema_url)
+            trace_id = request.message.resource_spans[i].scope_spans[j].spans[k].trace_id
+            held.append(_Held(trace_id, ss.spans[k], resource, scope, envelope, ready_at))
+            del ss.spans[k]
+        return held, splice.SerializeToString()
 
     def _first_time(self, root: trace_pb2.Span) -> bool:
         key = (root.trace_id, root.span_id)
@@ -223,18 +229,17 @@ class Pipeline:
     def _grade_trace(self, trace_id: bytes, held: list[_Held], *, partial: bool) -> None:
         records, dropped = self._assembler.snapshot(trace_id)
         for h in held:
+            root = h.span
             with internal_errors("sidecar grading", self._grading.count_internal_error):
-                rs = h.request.resource_spans[0]
-                ss = rs.scope_spans[0]
-                root = ss.spans[0]
-                view = ProtoSpan(root, proto_attributes(rs.resource.attributes), ss.scope.name)
+                span = trace_pb2.Span.FromString(h.span)
                 notes = (f"{dropped} span(s) dropped: over max_spans_per_trace",) if dropped else ()
-                report = self._grading.grade(
-                    records, normalize(view, True), partial=partial or dropped > 0, notes=notes
-                )
+                record = normalize(ProtoSpan(span, h.resource, h.scope), True)
+                report = self._grading.grade(records, record, partial=partial or dropped > 0, notes=notes)
                 if report is not None:
-                    add_results(root, report)
-            self._put(Batch(h.request, 1))
+                    add_results(span, report)
+                    root = span.SerializeToString()
+            h.envelope.resource_spans[0].scope_spans[0].spans.append(root)
+            self._put(Batch(h.envelope.SerializeToString(), 1))
         self._assembler.pop(trace_id)
 
     def _expire(self, now: float | None = None) -> None:

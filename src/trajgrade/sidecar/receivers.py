@@ -16,10 +16,8 @@ from typing import Any
 
 import grpc
 from google.protobuf import duration_pb2
-from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
 from starlette.applications import Starlette
@@ -27,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from trajgrade.sidecar.otlp import JSON, BadRequest, decode_body, encode_response
+from trajgrade.sidecar.otlp import BadRequest, decode_body, encode_response, parse_protobuf
 from trajgrade.sidecar.pipeline import Pipeline
 
 __all__ = ["Limits", "grpc_server", "http_app"]
@@ -56,7 +54,7 @@ def http_app(pipeline: Pipeline, limits: Limits) -> Starlette:
         media = request.headers.get("content-type", "").split(";")[0].strip().lower()
         try:
             body = await _read_body(request, limits.max_request_bytes)
-            message = decode_body(
+            trace_request = decode_body(
                 body,
                 request.headers.get("content-type", ""),
                 request.headers.get("content-encoding", ""),
@@ -65,8 +63,7 @@ def http_app(pipeline: Pipeline, limits: Limits) -> Starlette:
         except BadRequest as e:
             pipeline.metrics.refused.add(1, {"reason": "bad_request"})
             return PlainTextResponse(e.message, e.status)
-        plain = body if media != JSON and not request.headers.get("content-encoding") else None
-        if not pipeline.submit(message, plain, "http"):
+        if not pipeline.submit(trace_request, "http"):
             return PlainTextResponse(
                 "trajgrade is at capacity: retry later", 429, headers={"Retry-After": str(RETRY_AFTER_S)}
             )
@@ -114,13 +111,12 @@ class _TraceService:
         if not _authorized(metadata.get("authorization"), self._limits.auth_token):
             self._pipeline.metrics.refused.add(1, {"reason": "unauthorized"})
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
-        request = ExportTraceServiceRequest()
         try:
-            request.ParseFromString(body)
-        except DecodeError as e:
+            request = parse_protobuf(body)
+        except BadRequest as e:
             self._pipeline.metrics.refused.add(1, {"reason": "bad_request"})
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"not a protobuf ExportTraceServiceRequest: {e}")
-        if not self._pipeline.submit(request, body, "grpc"):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, e.message)
+        if not self._pipeline.submit(request, "grpc"):
             retry = error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=RETRY_AFTER_S))
             status = status_pb2.Status(code=code_pb2.RESOURCE_EXHAUSTED, message="trajgrade is at capacity")
             status.details.add().Pack(retry)

@@ -8,6 +8,10 @@ What counts:
   id), else of the model call that started before it; a run with no LLM call is all turn 0 and has 0 turns;
 - tokens are summed over LLM calls only; ``None`` means unknown, never zero;
 - errors are the run's LLM, tool and agent spans, and its root, whose status is ERROR.
+
+Every value here is read-only by contract. The per-span ones (``Usage``, ``ToolCall``, ``Step``) are plain
+slotted dataclasses rather than frozen ones, because a frozen dataclass of twenty fields costs about eight
+times as much to build, and a trajectory builds one per span.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import Any, Literal
 StepKind = Literal["llm_call", "tool_call"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Usage:
     """Token counts of one LLM call (or a sum); ``None`` where the span did not say."""
 
@@ -39,7 +43,7 @@ class Usage:
         return (self.input_tokens or 0) + (self.output_tokens or 0)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolCall:
     """The tool part of a tool-call step; ``arguments`` and ``result`` are parsed when they are JSON.
 
@@ -55,7 +59,7 @@ class ToolCall:
     result_captured: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Step:
     """One LLM call or tool call of a run, in start order."""
 

@@ -33,9 +33,9 @@ class _Missing:
 MISSING: Any = _Missing()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SpanRecord:
-    """What trajgrade keeps of one span."""
+    """What trajgrade keeps of one span (read-only by contract; not frozen, which would make it slow to build)."""
 
     trace_id: str
     span_id: str
@@ -119,14 +119,28 @@ def _float(value: Any) -> float | None:
 
 
 def _usage(attributes: Mapping[str, Any], input_keys: tuple[str, ...], output_keys: tuple[str, ...]) -> Usage | None:
-    usage = Usage(
-        input_tokens=_int(_first(attributes, input_keys)),
-        output_tokens=_int(_first(attributes, output_keys)),
-        cache_read_tokens=_int(_first(attributes, sc.CACHE_READ_KEYS)),
-        cache_write_tokens=_int(_first(attributes, sc.CACHE_WRITE_KEYS)),
-        reasoning_tokens=_int(_first(attributes, sc.REASONING_KEYS)),
+    input_tokens = _int(_first(attributes, input_keys))
+    output_tokens = _int(_first(attributes, output_keys))
+    if input_tokens is None and output_tokens is None:
+        return None  # the other counts alone are no usage
+    return Usage(
+        input_tokens,
+        output_tokens,
+        _int(_first(attributes, sc.CACHE_READ_KEYS)),
+        _int(_first(attributes, sc.CACHE_WRITE_KEYS)),
+        _int(_first(attributes, sc.REASONING_KEYS)),
     )
-    return usage if usage.known else None
+
+
+def _cost(attributes: Mapping[str, Any]) -> float | None:
+    cost = _float(_first(attributes, sc.COST_KEYS))
+    if cost is not None:
+        return cost
+    parts = [attributes.get(k) for k in sc.COST_PART_KEYS]
+    if None in parts:
+        return None
+    floats = [_float(p) for p in parts]
+    return None if None in floats else sum(f for f in floats if f is not None)
 
 
 def _name_from(name: str, patterns: tuple[Any, ...]) -> str | None:
@@ -211,14 +225,13 @@ def _flat_tool_call_ids(attributes: Mapping[str, Any]) -> tuple[str, ...]:
     ids = [
         str(attributes[k])
         for k in attributes
-        if (k.startswith("llm.output_messages.") or k.startswith("gen_ai.completion."))
-        and any(p.match(k) for p in sc.FLAT_TOOL_CALL_ID)
+        if k.startswith(sc.FLAT_TOOL_CALL_ID_PREFIXES) and any(p.match(k) for p in sc.FLAT_TOOL_CALL_ID)
     ]
     return tuple(ids)
 
 
 def _flat_tool_schemas(attributes: Mapping[str, Any]) -> tuple[Any, ...] | None:
-    if "llm.tools.0.tool.json_schema" not in attributes:
+    if sc.FLAT_TOOL_SCHEMA_FIRST not in attributes:
         return None
     return tuple(attributes[k] for k in attributes if sc.FLAT_TOOL_SCHEMA.match(k))
 
@@ -232,65 +245,51 @@ def normalize(span: SpanView, keep_attributes: bool | None = None) -> SpanRecord
     parent = span.parent_span_id
     if keep_attributes is None:
         keep_attributes = parent is None or bool(span.parent_is_remote)
+    r = SpanRecord(
+        span.trace_id,
+        span.span_id,
+        parent,
+        name,
+        kind,
+        span.start_unix_nano,
+        span.end_unix_nano,
+        failed,
+        error_type,
+        error_message,
+    )
     service = span.resource_attributes.get(sc.SERVICE_NAME)
-    common: dict[str, Any] = {
-        "trace_id": span.trace_id,
-        "span_id": span.span_id,
-        "parent_span_id": parent,
-        "name": name,
-        "kind": kind,
-        "start_unix_nano": span.start_unix_nano,
-        "end_unix_nano": span.end_unix_nano,
-        "error": failed,
-        "error_type": error_type,
-        "error_message": error_message,
-        "service_name": str(service) if service is not None else None,
-        "attributes": dict(attributes) if keep_attributes else None,
-    }
+    if service is not None:
+        r.service_name = str(service)
+    if keep_attributes:
+        r.attributes = dict(attributes)
     if kind == sc.LLM or kind == sc.EMBEDDING:
-        cost = _float(_first(attributes, sc.COST_KEYS))
-        if cost is None:
-            parts = [_float(attributes.get(k)) for k in sc.COST_PART_KEYS]
-            if all(p is not None for p in parts):
-                cost = sum(p for p in parts if p is not None)
-        output = attributes.get(sc.OUTPUT_MESSAGES)
-        provider = _first(attributes, sc.PROVIDER_KEYS)
         model = _first(attributes, sc.MODEL_KEYS)
-        return SpanRecord(
-            **common,
-            model=str(model) if model is not None else None,
-            provider=str(provider) if provider is not None else None,
-            usage=_usage(attributes, sc.INPUT_TOKEN_KEYS, sc.OUTPUT_TOKEN_KEYS),
-            cost_usd=cost,
-            agent_name=_str_or_none(attributes.get(sc.AGENT_NAME)),
-            output_messages=output,
-            requested_tool_call_ids=() if output is not None else _flat_tool_call_ids(attributes),
-            tool_definitions=_first(attributes, (sc.TOOL_DEFINITIONS,)) or _flat_tool_schemas(attributes),
-        )
-    if kind == sc.TOOL:
+        provider = _first(attributes, sc.PROVIDER_KEYS)
+        output = attributes.get(sc.OUTPUT_MESSAGES)
+        r.model = str(model) if model is not None else None
+        r.provider = str(provider) if provider is not None else None
+        r.usage = _usage(attributes, sc.INPUT_TOKEN_KEYS, sc.OUTPUT_TOKEN_KEYS)
+        r.cost_usd = _cost(attributes)
+        r.agent_name = _str_or_none(attributes.get(sc.AGENT_NAME))
+        r.output_messages = output
+        r.requested_tool_call_ids = () if output is not None else _flat_tool_call_ids(attributes)
+        r.tool_definitions = _first(attributes, (sc.TOOL_DEFINITIONS,)) or _flat_tool_schemas(attributes)
+    elif kind == sc.TOOL:
         tool_name = _first(attributes, sc.TOOL_NAME_KEYS) or _name_from(name, sc.TOOL_NAME_FROM_SPAN_NAME) or name
-        arguments, result = _tool_content(span, attributes)
         call_id = _first(attributes, sc.TOOL_CALL_ID_KEYS)
-        return SpanRecord(
-            **common,
-            agent_name=_str_or_none(attributes.get(sc.AGENT_NAME)),
-            tool_name=str(tool_name),
-            tool_call_id=str(call_id) if call_id is not None else None,
-            tool_arguments=arguments,
-            tool_result=result,
-        )
-    if kind == sc.AGENT or kind == sc.WORKFLOW:
+        r.agent_name = _str_or_none(attributes.get(sc.AGENT_NAME))
+        r.tool_name = str(tool_name)
+        r.tool_call_id = str(call_id) if call_id is not None else None
+        r.tool_arguments, r.tool_result = _tool_content(span, attributes)
+    elif kind == sc.AGENT or kind == sc.WORKFLOW:
         agent = _first(attributes, sc.AGENT_NAME_KEYS) or _name_from(name, sc.AGENT_NAME_FROM_SPAN_NAME)
-        model = _first(attributes, sc.MODEL_KEYS) or attributes.get("model_name")
-        return SpanRecord(
-            **common,
-            agent_name=str(agent) if agent is not None else (name if kind == sc.AGENT else None),
-            model=str(model) if model is not None else None,
-            usage=_usage(attributes, sc.AGENT_INPUT_TOKEN_KEYS, sc.AGENT_OUTPUT_TOKEN_KEYS),
-            output=_first(attributes, sc.AGENT_OUTPUT_KEYS),
-            tool_definitions=_first(attributes, sc.TOOL_DEFINITION_KEYS),
-        )
-    return SpanRecord(**common)
+        model = _first(attributes, sc.AGENT_MODEL_KEYS)
+        r.agent_name = str(agent) if agent is not None else (name if kind == sc.AGENT else None)
+        r.model = str(model) if model is not None else None
+        r.usage = _usage(attributes, sc.AGENT_INPUT_TOKEN_KEYS, sc.AGENT_OUTPUT_TOKEN_KEYS)
+        r.output = _first(attributes, sc.AGENT_OUTPUT_KEYS)
+        r.tool_definitions = _first(attributes, sc.TOOL_DEFINITION_KEYS)
+    return r
 
 
 def _str_or_none(value: Any) -> str | None:
