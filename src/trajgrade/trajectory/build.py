@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from trajgrade import semconv as sc
 from trajgrade.trajectory.cost import Price, call_cost
-from trajgrade.trajectory.model import AgentSummary, Step, Summary, ToolCall, Trajectory, Usage
+from trajgrade.trajectory.model import AgentSummary, Deferred, Step, Summary, ToolCall, Trajectory, Usage
 from trajgrade.trajectory.normalize import MISSING, SpanRecord, _PartsRef
 
 __all__ = ["build_trajectories", "build_trajectory", "parse_json_value"]
@@ -70,26 +70,34 @@ def build_trajectory(
 def _walk(root: SpanRecord, index: Mapping[str, SpanRecord]) -> list[_Node]:
     children: dict[str, list[SpanRecord]] = {}
     for r in index.values():
-        if r.parent_span_id is not None and r.parent_span_id in index and r is not root:
-            children.setdefault(r.parent_span_id, []).append(r)
+        parent = r.parent_span_id
+        if parent is not None and parent in index and r is not root:
+            if parent in children:
+                children[parent].append(r)
+            else:
+                children[parent] = [r]
+    # Every record has one parent and the root is no one's child, so the walk meets each record once at most
+    # (records in a parent cycle are not reached from the root).
     nodes: list[_Node] = []
-    seen: set[str] = set()
     stack = [_Node(root, None, 0, None, None)]
     while stack:
         node = stack.pop()
-        r = node.record
-        if r.span_id in seen:
-            continue
-        seen.add(r.span_id)
         nodes.append(node)
-        is_agent = r.kind == sc.AGENT
-        # An agent span directly inside an agent span of the same name is the same agent (two instrumentations).
-        same_agent = is_agent and node.agent is not None and node.agent.agent_name == r.agent_name
-        agent = node.agent if (not is_agent or same_agent) else r
-        depth = node.depth + (1 if is_agent and node.agent is not None and not same_agent else 0)
-        llm = r.span_id if r.kind == sc.LLM else (None if is_agent else node.llm_ancestor)
-        tool = r.span_id if r.kind == sc.TOOL else (None if is_agent else node.tool_ancestor)
-        for child in children.get(r.span_id, ()):
+        r = node.record
+        kids = children.get(r.span_id)
+        if not kids:
+            continue
+        if r.kind == sc.AGENT:
+            # An agent span directly inside an agent span of the same name is the same agent (two instrumentations).
+            same_agent = node.agent is not None and node.agent.agent_name == r.agent_name
+            agent = node.agent if same_agent else r
+            depth = node.depth + (1 if node.agent is not None and not same_agent else 0)
+            llm = tool = None
+        else:
+            agent, depth = node.agent, node.depth
+            llm = r.span_id if r.kind == sc.LLM else node.llm_ancestor
+            tool = r.span_id if r.kind == sc.TOOL else node.tool_ancestor
+        for child in kids:
             stack.append(_Node(child, agent, depth, llm, tool))
     return nodes
 
@@ -112,62 +120,40 @@ def _build(
     )
 
     outer_agent = next((n.record for n in nodes if n.record.kind == sc.AGENT), None)
-    agent_of = {n.record.span_id: _agent_record(n) for n in ordered}
 
     steps: list[Step] = []
     turn_of_call: dict[str, int] = {}
     turn = -1
     for i, node in enumerate(ordered):
         r = node.record
-        agent_rec = agent_of[r.span_id]
+        agent_rec = node.agent
         agent = agent_rec.agent_name if agent_rec is not None else r.agent_name
+        status: Literal["ok", "error"] = "error" if r.error else "ok"
+        # Step's fields in order (positional: a trajectory builds one per span): index, kind, span_id,
+        # parent_span_id, name, agent, turn, start, end, status, error_type, error_message, model, provider,
+        # usage, cost_usd, tool, requested_tool_call_ids, depth.
         if r.kind == sc.LLM:
             turn += 1
             requested = r.requested_tool_call_ids or _requested_ids(r.output_messages)
             for call_id in requested:
                 turn_of_call.setdefault(call_id, turn)
+            cost = r.cost_usd if r.cost_usd is not None else call_cost(r.model, r.provider, r.usage, prices)
             steps.append(
                 Step(
-                    index=i,
-                    kind="llm_call",
-                    span_id=r.span_id,
-                    parent_span_id=r.parent_span_id,
-                    name=r.name,
-                    agent=agent,
-                    turn=turn,
-                    start_unix_nano=r.start_unix_nano,
-                    end_unix_nano=r.end_unix_nano,
-                    status="error" if r.error else "ok",
-                    error_type=r.error_type,
-                    error_message=r.error_message,
-                    model=r.model,
-                    provider=r.provider,
-                    usage=r.usage,
-                    cost_usd=r.cost_usd if r.cost_usd is not None else call_cost(r.model, r.provider, r.usage, prices),
-                    requested_tool_call_ids=requested,
-                    depth=node.depth,
+                    i, "llm_call", r.span_id, r.parent_span_id, r.name, agent, turn,
+                    r.start_unix_nano, r.end_unix_nano, status, r.error_type, r.error_message,
+                    r.model, r.provider, r.usage, cost, None, requested, node.depth,
                 )
-            )
+            )  # fmt: skip
         else:
             tool_turn = turn_of_call.get(r.tool_call_id, max(turn, 0)) if r.tool_call_id else max(turn, 0)
             steps.append(
                 Step(
-                    index=i,
-                    kind="tool_call",
-                    span_id=r.span_id,
-                    parent_span_id=r.parent_span_id,
-                    name=r.name,
-                    agent=agent,
-                    turn=tool_turn,
-                    start_unix_nano=r.start_unix_nano,
-                    end_unix_nano=r.end_unix_nano,
-                    status="error" if r.error else "ok",
-                    error_type=r.error_type,
-                    error_message=r.error_message,
-                    tool=_tool_call(r),
-                    depth=node.depth,
+                    i, "tool_call", r.span_id, r.parent_span_id, r.name, agent, tool_turn,
+                    r.start_unix_nano, r.end_unix_nano, status, r.error_type, r.error_message,
+                    None, None, None, None, _tool_call(r), (), node.depth,
                 )
-            )
+            )  # fmt: skip
 
     summary = _summary(root, outer_agent, steps, nodes, prices)
     return Trajectory(
@@ -187,10 +173,6 @@ def _build(
         partial=partial,
         notes=notes,
     )
-
-
-def _agent_record(node: _Node) -> SpanRecord | None:
-    return node.agent
 
 
 def _fold_llm_spans(llm_nodes: list[_Node], node_by_id: Mapping[str, _Node]) -> list[_Node]:
@@ -282,17 +264,21 @@ def _from_parts(ref: _PartsRef) -> Any:
     return MISSING
 
 
-def _content(value: Any) -> tuple[Any, bool]:
-    if isinstance(value, _PartsRef):
-        value = _from_parts(value)
-    if value is MISSING:
-        return None, False
-    return parse_json_value(value), True
-
-
 def _tool_call(r: SpanRecord) -> ToolCall:
-    arguments, has_arguments = _content(r.tool_arguments)
-    result, has_result = _content(r.tool_result)
+    arguments = _from_parts(r.tool_arguments) if isinstance(r.tool_arguments, _PartsRef) else r.tool_arguments
+    result = _from_parts(r.tool_result) if isinstance(r.tool_result, _PartsRef) else r.tool_result
+    return ToolCall(
+        r.tool_name or r.name,
+        r.tool_call_id,
+        Deferred(_arguments, arguments) if arguments is not MISSING else None,
+        Deferred(parse_json_value, result) if result is not MISSING else None,
+        arguments is not MISSING,
+        result is not MISSING,
+    )
+
+
+def _arguments(raw: Any) -> Any:
+    arguments = parse_json_value(raw)
     # OpenLLMetry wraps the call as {"args": [...], "kwargs": {...}}: the named arguments are the kwargs.
     if isinstance(arguments, dict) and set(arguments) == {"args", "kwargs"} and isinstance(arguments["kwargs"], dict):
         if not arguments["args"]:
@@ -300,36 +286,47 @@ def _tool_call(r: SpanRecord) -> ToolCall:
     # Strands' legacy tool event wraps the call as {"name", "toolUseId", "input"}.
     if isinstance(arguments, dict) and "toolUseId" in arguments and "input" in arguments:
         arguments = arguments["input"]
-    return ToolCall(
-        name=r.tool_name or r.name,
-        call_id=r.tool_call_id,
-        arguments=arguments,
-        result=result,
-        arguments_captured=has_arguments,
-        result_captured=has_result,
-    )
+    return arguments
 
 
-def _sum(values: Iterable[int | None]) -> int | None:
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
+def _add(total: int | None, value: int | None) -> int | None:
+    return total if value is None else value if total is None else total + value
+
+
+def _total(usages: list[Usage]) -> Usage:
+    """The sum of LLM calls' usages; a count no call reported stays unknown."""
+    total = Usage()
+    for u in usages:
+        total.input_tokens = _add(total.input_tokens, u.input_tokens)
+        total.output_tokens = _add(total.output_tokens, u.output_tokens)
+        if u.cache_read_tokens is not None or u.cache_write_tokens is not None or u.reasoning_tokens is not None:
+            total.cache_read_tokens = _add(total.cache_read_tokens, u.cache_read_tokens)
+            total.cache_write_tokens = _add(total.cache_write_tokens, u.cache_write_tokens)
+            total.reasoning_tokens = _add(total.reasoning_tokens, u.reasoning_tokens)
+    return total
 
 
 def _summary(
     root: SpanRecord, outer_agent: SpanRecord | None, steps: list[Step], nodes: list[_Node], prices: Mapping[str, Price]
 ) -> Summary:
-    llm = [s for s in steps if s.kind == "llm_call"]
-    tools = [s for s in steps if s.kind == "tool_call"]
+    llm: list[Step] = []
+    tool_names: list[str] = []
+    tool_calls = tool_errors = step_errors = 0
+    for s in steps:
+        if s.kind == "llm_call":
+            llm.append(s)
+        else:
+            tool_calls += 1
+            if s.tool is not None:
+                tool_names.append(s.tool.name)
+            if s.status == "error":
+                tool_errors += 1
+        if s.status == "error":
+            step_errors += 1
     with_usage = [s.usage for s in llm if s.usage is not None]
     usage_source: str | None = "llm_calls" if with_usage else None
     if with_usage:
-        usage = Usage(
-            input_tokens=_sum(u.input_tokens for u in with_usage),
-            output_tokens=_sum(u.output_tokens for u in with_usage),
-            cache_read_tokens=_sum(u.cache_read_tokens for u in with_usage),
-            cache_write_tokens=_sum(u.cache_write_tokens for u in with_usage),
-            reasoning_tokens=_sum(u.reasoning_tokens for u in with_usage),
-        )
+        usage = _total(with_usage)
     elif outer_agent is not None and outer_agent.usage is not None:
         usage, usage_source = outer_agent.usage, "agent_totals"
     elif root.usage is not None:
@@ -339,38 +336,37 @@ def _summary(
 
     costs = [s.cost_usd for s in llm]
     cost: float | None = None
-    if llm and all(c is not None for c in costs):
+    without_cost = costs.count(None)
+    if llm and not without_cost:
         cost = sum(c for c in costs if c is not None)
     elif usage_source == "agent_totals" and outer_agent is not None:
         model = outer_agent.model or next((s.model for s in llm if s.model), None)
         provider = next((s.provider for s in llm if s.provider), None)
         cost = call_cost(model, provider, usage, prices)
 
-    step_ids = {s.span_id for s in steps}
-    agent_errors = sum(
-        1 for n in nodes if n.record.kind == sc.AGENT and n.record.error and n.record.span_id not in step_ids
-    )
+    failed_agents = {n.record.span_id for n in nodes if n.record.kind == sc.AGENT and n.record.error}
+    agent_errors = len(failed_agents - {s.span_id for s in steps}) if failed_agents else 0
     root_error = 1 if root.error and root.kind not in (sc.AGENT, sc.LLM, sc.TOOL) else 0
     failed = root.error or (outer_agent is not None and outer_agent.error)
     return Summary(
         llm_calls=len(llm),
-        tool_calls=len(tools),
-        tool_errors=sum(1 for s in tools if s.failed),
+        tool_calls=tool_calls,
+        tool_errors=tool_errors,
         turns=len(llm),
-        errors=sum(1 for s in steps if s.failed) + agent_errors + root_error,
+        errors=step_errors + agent_errors + root_error,
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
         total_tokens=usage.total_tokens,
         cost_usd=cost,
         duration_ms=max(0, root.end_unix_nano - root.start_unix_nano) / 1e6,
-        tool_names=tuple(s.tool.name for s in tools if s.tool is not None),
+        tool_names=tuple(tool_names),
         failed=bool(failed),
         cache_read_tokens=usage.cache_read_tokens,
         cache_write_tokens=usage.cache_write_tokens,
         reasoning_tokens=usage.reasoning_tokens,
         llm_calls_without_usage=(len(llm) - len(with_usage)) if with_usage else 0,
         usage_source=usage_source,
-        llm_calls_without_cost=sum(1 for c in costs if c is None),
+        llm_calls_without_cost=without_cost,
     )
 
 
@@ -392,11 +388,17 @@ def _agents(nodes: list[_Node], steps: list[Step]) -> tuple[AgentSummary, ...]:
             info[key] = {"span_id": r.span_id, "failed": r.error, "depth": depth}
         else:
             info[key]["failed"] = info[key]["failed"] or r.error
+    if not order:
+        return ()
+    by_agent: dict[tuple[str | None, int], list[Step]] = {}
+    for s in steps:
+        by_agent.setdefault((s.agent, s.depth), []).append(s)
     out: list[AgentSummary] = []
     for name, parent in order:
-        own = [s for s in steps if s.agent == name and s.depth == info[(name, parent)]["depth"]]
+        own = by_agent.get((name, info[(name, parent)]["depth"]), [])
         llm = [s for s in own if s.kind == "llm_call"]
         tools = [s for s in own if s.kind == "tool_call"]
+        usage = _total([s.usage for s in llm if s.usage is not None])
         out.append(
             AgentSummary(
                 name=name,
@@ -406,8 +408,8 @@ def _agents(nodes: list[_Node], steps: list[Step]) -> tuple[AgentSummary, ...]:
                 llm_calls=len(llm),
                 tool_calls=len(tools),
                 tool_names=tuple(s.tool.name for s in tools if s.tool is not None),
-                input_tokens=_sum(s.usage.input_tokens for s in llm if s.usage is not None),
-                output_tokens=_sum(s.usage.output_tokens for s in llm if s.usage is not None),
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
                 failed=bool(info[(name, parent)]["failed"]),
             )
         )
@@ -440,7 +442,14 @@ def _output(outer_agent: SpanRecord | None, steps: list[Step], node_by_id: Mappi
 def _tool_definitions(records: Iterable[SpanRecord]) -> dict[str, Any]:
     """Tool name -> JSON Schema of its arguments, from GenAI, OpenInference and OpenAI-style definitions."""
     found: dict[str, Any] = {}
+    seen: set[str] = set()
     for r in records:
+        if r.tool_definitions is None:
+            continue
+        if isinstance(r.tool_definitions, str):  # model calls often repeat the same definitions
+            if r.tool_definitions in seen:
+                continue
+            seen.add(r.tool_definitions)
         raw = parse_json_value(r.tool_definitions)
         for item in raw if isinstance(raw, list | tuple) else ():
             item = parse_json_value(item)

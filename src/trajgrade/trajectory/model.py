@@ -10,12 +10,13 @@ What counts:
 - errors are the run's LLM, tool and agent spans, and its root, whose status is ERROR.
 
 Every value here is read-only by contract. The per-span ones (``Usage``, ``ToolCall``, ``Step``) are plain
-slotted dataclasses rather than frozen ones, because a frozen dataclass of twenty fields costs about eight
+slotted classes rather than frozen dataclasses, because a frozen dataclass of twenty fields costs about eight
 times as much to build, and a trajectory builds one per span.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -43,20 +44,69 @@ class Usage:
         return (self.input_tokens or 0) + (self.output_tokens or 0)
 
 
-@dataclass(slots=True)
+class Deferred:
+    """A value computed when first read: ``compute(raw)`` (tool arguments and results are JSON text on most
+    spans, and most graders never look at the results)."""
+
+    __slots__ = ("compute", "raw")
+
+    def __init__(self, compute: Callable[[Any], Any], raw: Any) -> None:
+        self.compute = compute
+        self.raw = raw
+
+
 class ToolCall:
     """The tool part of a tool-call step; ``arguments`` and ``result`` are parsed when they are JSON.
 
     ``arguments_captured`` / ``result_captured`` say whether the spans recorded them at all (content
-    capture is opt-in in several instrumentations).
+    capture is opt-in in several instrumentations). Either value may be given as a :class:`Deferred`; it is
+    computed on first read.
     """
 
-    name: str
-    call_id: str | None = None
-    arguments: Any = None
-    result: Any = None
-    arguments_captured: bool = False
-    result_captured: bool = False
+    __slots__ = ("_arguments", "_result", "arguments_captured", "call_id", "name", "result_captured")
+
+    def __init__(
+        self,
+        name: str,
+        call_id: str | None = None,
+        arguments: Any = None,
+        result: Any = None,
+        arguments_captured: bool = False,
+        result_captured: bool = False,
+    ) -> None:
+        self.name = name
+        self.call_id = call_id
+        self._arguments = arguments
+        self._result = result
+        self.arguments_captured = arguments_captured
+        self.result_captured = result_captured
+
+    @property
+    def arguments(self) -> Any:
+        if type(self._arguments) is Deferred:
+            self._arguments = self._arguments.compute(self._arguments.raw)
+        return self._arguments
+
+    @property
+    def result(self) -> Any:
+        if type(self._result) is Deferred:
+            self._result = self._result.compute(self._result.raw)
+        return self._result
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.name, self.call_id, self.arguments, self.result, self.arguments_captured, self.result_captured)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ToolCall) and self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"ToolCall(name={self.name!r}, call_id={self.call_id!r}, arguments={self.arguments!r}, "
+            f"result={self.result!r}, arguments_captured={self.arguments_captured!r}, "
+            f"result_captured={self.result_captured!r})"
+        )
 
 
 @dataclass(slots=True)
