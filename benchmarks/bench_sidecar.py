@@ -10,7 +10,9 @@ Three receivers take the same load in one run, one after the other, each a singl
 The load generator (another process, so the two cores are shared as in production beside a collector)
 posts pre-encoded ``ExportTraceServiceRequest`` bodies of ``SPANS_PER_REQUEST`` spans (whole agent runs:
 a root, model calls with token counts, tool calls with arguments) over ``CONNECTIONS`` keep-alive
-connections for ``SECONDS`` seconds. Figures: acknowledged spans per second, and p99 request latency.
+connections for ``SECONDS`` seconds. Every request carries new trace ids (patched into a template's bytes),
+so every run is graded: a root the sidecar has already seen is forwarded without grading.
+Figures: acknowledged spans per second, and p99 request latency.
 Targets: trajgrade at least 50,000 spans/s and at least half the bare receiver's rate.
 """
 
@@ -41,16 +43,16 @@ LOADGEN = textwrap.dedent(
     """
     import json, sys, threading, time, http.client
     sys.path.insert(0, sys.argv[4])
-    from bench_sidecar import make_bodies
+    from bench_sidecar import make_templates, with_new_trace_ids
     port, seconds, connections = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
-    bodies = make_bodies(64)
+    templates = make_templates(64)
     ok, refused, latencies, lock = [0], [0], [], threading.Lock()
     stop_at = time.perf_counter() + seconds
     def worker(k):
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         mine, i = [], k
         while time.perf_counter() < stop_at:
-            body = bodies[i % len(bodies)]; i += connections
+            body = with_new_trace_ids(templates[i % len(templates)], k, i); i += connections
             t0 = time.perf_counter()
             conn.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
             r = conn.getresponse(); r.read()
@@ -98,6 +100,26 @@ BARE = textwrap.dedent(
 )
 
 CONFIG = ROOT / "tests" / "sidecar" / "graders.yaml"
+
+
+def make_templates(n: int) -> list[tuple[bytes, list[bytes]]]:
+    """``n`` request bodies with the trace ids in each."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    out = []
+    for body in make_bodies(n):
+        request = ExportTraceServiceRequest.FromString(body)
+        trace_ids = {s.trace_id for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans}
+        out.append((body, sorted(trace_ids)))
+    return out
+
+
+def with_new_trace_ids(template: tuple[bytes, list[bytes]], worker: int, sequence: int) -> bytes:
+    """The template's body with each trace id replaced by one no other request uses."""
+    body, trace_ids = template
+    for t, trace_id in enumerate(trace_ids):
+        body = body.replace(trace_id, (worker + 1).to_bytes(8, "big") + (sequence * 64 + t).to_bytes(8, "big"))
+    return body
 
 
 def make_bodies(n: int) -> list[bytes]:

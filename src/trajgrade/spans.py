@@ -219,7 +219,7 @@ def proto_value(value: common_pb2.AnyValue) -> Any:
 def proto_attributes(kvs: Any) -> dict[str, Any]:
     """Turn OTLP attributes into a dict: a repeated ``KeyValue`` (a later duplicate key wins, as in the SDK),
     or the ``map<string, AnyValue>`` of the sidecar's read schema (``sidecar/wire.py``)."""
-    if isinstance(kvs, Mapping):
+    if type(kvs) is not _REPEATED:
         return {key: _plain(value) for key, value in kvs.items()}
     out: dict[str, Any] = {}
     for kv in kvs:  # scalars are read inline: this loop runs for every attribute of every span
@@ -237,9 +237,15 @@ def proto_attributes(kvs: Any) -> dict[str, Any]:
 def proto_read_attributes(kvs: Any) -> dict[str, Any]:
     """Like :func:`proto_attributes`, for the keys normalization reads only (``semconv.READ_KEYS``)."""
     keys, prefixes = sc.READ_KEYS, sc.READ_PREFIXES
-    if isinstance(kvs, Mapping):  # the sidecar's hottest loop: no KeyValue message is touched for other keys
-        return {key: _plain(kvs[key]) for key in kvs if key in keys or key.startswith(prefixes)}
-    return {kv.key: _plain(kv.value) for kv in kvs if kv.key in keys or kv.key.startswith(prefixes)}
+    if type(kvs) is _REPEATED:
+        return {kv.key: _plain(kv.value) for kv in kvs if kv.key in keys or kv.key.startswith(prefixes)}
+    out: dict[str, Any] = {}
+    for key in kvs:  # the sidecar's hottest loop: inline, and no AnyValue is touched for other keys
+        if key in keys or key.startswith(prefixes):
+            value = kvs[key]
+            which = value.WhichOneof("value")
+            out[key] = getattr(value, which) if which in _SCALARS else proto_value(value)
+    return out
 
 
 def _plain(value: common_pb2.AnyValue) -> Any:
@@ -247,6 +253,7 @@ def _plain(value: common_pb2.AnyValue) -> Any:
     return getattr(value, which) if which in _SCALARS else proto_value(value)
 
 
+_REPEATED = type(trace_pb2.Span().attributes)  # a repeated KeyValue; the other shape is a map
 _SCALARS = frozenset({"string_value", "int_value", "bool_value", "double_value", "bytes_value"})
 
 

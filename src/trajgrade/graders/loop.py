@@ -23,7 +23,6 @@ to the one a period before it. Arguments not captured: not evaluable (nothing to
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from typing import Annotated, Any
 
@@ -35,7 +34,6 @@ from trajgrade.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS", "similarity"]
 
-_SPACE = re.compile(r"\s+")
 _MAX_LEAVES = 256
 
 
@@ -68,7 +66,7 @@ def _leaves(value: Any, path: str = "", out: dict[str, Any] | None = None) -> di
         for i, v in enumerate(value):
             _leaves(v, f"{path}[{i}]", out)
     elif isinstance(value, str):
-        out[path] = _SPACE.sub(" ", value.strip()).casefold()
+        out[path] = " ".join(value.split()).casefold()  # runs of whitespace as one space
     else:
         out[path] = value if not isinstance(value, float) or not value.is_integer() else int(value)
     return out
@@ -76,11 +74,16 @@ def _leaves(value: Any, path: str = "", out: dict[str, Any] | None = None) -> di
 
 def similarity(a: dict[str, Any], b: dict[str, Any]) -> float:
     """Fraction of equal leaf values over the union of leaf paths of two flattened argument sets."""
-    keys = a.keys() | b.keys()
-    if not keys:
+    if not a and not b:
         return 1.0
-    equal = sum(1 for k in keys if k in a and k in b and a[k] == b[k] and type(a[k]) is type(b[k]))
-    return equal / len(keys)
+    shared = equal = 0
+    for k, v in a.items():
+        if k in b:
+            shared += 1
+            w = b[k]
+            if w == v and type(w) is type(v):
+                equal += 1
+    return equal / (len(a) + len(b) - shared)
 
 
 def _result_key(step: Step) -> str | None:

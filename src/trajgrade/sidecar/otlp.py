@@ -31,7 +31,15 @@ from trajgrade.emit import report_attributes, result_attributes
 from trajgrade.sidecar.wire import ReadRequest
 from trajgrade.suite import RunReport
 
-__all__ = ["PROTOBUF", "BadRequest", "TraceRequest", "add_results", "decode_body", "encode_response", "parse_protobuf"]
+__all__ = [
+    "PROTOBUF",
+    "BadRequest",
+    "TraceRequest",
+    "decode_body",
+    "encode_response",
+    "parse_protobuf",
+    "result_fields",
+]
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -147,33 +155,37 @@ def encode_response(media: str, rejected_spans: int = 0, message: str = "") -> t
     return response.SerializeToString(), PROTOBUF
 
 
-def _any_value(value: Any) -> common_pb2.AnyValue:
-    if isinstance(value, bool):
-        return common_pb2.AnyValue(bool_value=value)
-    if isinstance(value, int):
-        return common_pb2.AnyValue(int_value=value)
-    if isinstance(value, float):
-        return common_pb2.AnyValue(double_value=value)
-    if isinstance(value, str):
-        return common_pb2.AnyValue(string_value=value)
-    if isinstance(value, list | tuple):
-        return common_pb2.AnyValue(array_value=common_pb2.ArrayValue(values=[_any_value(v) for v in value]))
-    return common_pb2.AnyValue(string_value=str(value))
+def result_fields(report: RunReport, when: int) -> bytes:
+    """A run's ``gen_ai.evaluation.result`` events and verdict attributes, encoded as span fields.
 
-
-def _key_values(attributes: Mapping[str, Any]) -> list[common_pb2.KeyValue]:
-    return [common_pb2.KeyValue(key=k, value=_any_value(v)) for k, v in attributes.items()]
-
-
-def add_results(span: trace_pb2.Span, report: RunReport) -> None:
-    """Add a run's ``gen_ai.evaluation.result`` events and its verdict attributes to its root span."""
-    when = span.end_time_unix_nano or span.start_time_unix_nano
+    Appended to the bytes of the run's root span they add to it: concatenated protobuf messages merge, and
+    repeated fields (``events``, ``attributes``) are appended. The root is never decoded and re-encoded.
+    """
+    fields = trace_pb2.Span()
     for result in report.results:
-        span.events.append(
-            trace_pb2.Span.Event(
-                time_unix_nano=when,
-                name=sc.EVALUATION_RESULT_EVENT,
-                attributes=_key_values(result_attributes(result)),
-            )
-        )
-    span.attributes.extend(_key_values(report_attributes(report)))
+        event = fields.events.add(time_unix_nano=when, name=sc.EVALUATION_RESULT_EVENT)
+        _put(event.attributes, result_attributes(result))
+    _put(fields.attributes, report_attributes(report))
+    return fields.SerializeToString()
+
+
+def _put(kvs: Any, attributes: Mapping[str, Any]) -> None:
+    for key, value in attributes.items():
+        _set(kvs.add(key=key).value, value)
+
+
+def _set(target: common_pb2.AnyValue, value: Any) -> None:
+    if isinstance(value, bool):
+        target.bool_value = value
+    elif isinstance(value, int):
+        target.int_value = value
+    elif isinstance(value, float):
+        target.double_value = value
+    elif isinstance(value, str):
+        target.string_value = value
+    elif isinstance(value, list | tuple):
+        target.array_value.SetInParent()
+        for item in value:
+            _set(target.array_value.values.add(), item)
+    else:
+        target.string_value = str(value)

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.metrics import MeterProvider, get_meter_provider
-from opentelemetry.proto.trace.v1 import trace_pb2
 
 from trajgrade import __version__
 from trajgrade import semconv as sc
@@ -37,8 +36,8 @@ from trajgrade.assembler import Assembler
 from trajgrade.config import Config
 from trajgrade.grading import Grading
 from trajgrade.sidecar.forward import Batch, Forwarder
-from trajgrade.sidecar.otlp import TraceRequest, add_results
-from trajgrade.sidecar.wire import SpliceRequest
+from trajgrade.sidecar.otlp import TraceRequest, result_fields
+from trajgrade.sidecar.wire import ReadSpan, SpliceRequest
 from trajgrade.spans import ProtoSpan, proto_attributes
 from trajgrade.suite import RunReport
 from trajgrade.trajectory.normalize import SpanRecord, normalize
@@ -195,7 +194,7 @@ class Pipeline:
             del ss.spans[k]
         return held, splice.SerializeToString()
 
-    def _first_time(self, root: trace_pb2.Span) -> bool:
+    def _first_time(self, root: Any) -> bool:
         key = (root.trace_id, root.span_id)
         with self._lock:
             if key in self._seen_roots:
@@ -231,13 +230,12 @@ class Pipeline:
         for h in held:
             root = h.span
             with internal_errors("sidecar grading", self._grading.count_internal_error):
-                span = trace_pb2.Span.FromString(h.span)
+                span = ReadSpan.FromString(h.span)
                 notes = (f"{dropped} span(s) dropped: over max_spans_per_trace",) if dropped else ()
                 record = normalize(ProtoSpan(span, h.resource, h.scope), True)
                 report = self._grading.grade(records, record, partial=partial or dropped > 0, notes=notes)
                 if report is not None:
-                    add_results(span, report)
-                    root = span.SerializeToString()
+                    root = h.span + result_fields(report, span.end_time_unix_nano or span.start_time_unix_nano)
             h.envelope.resource_spans[0].scope_spans[0].spans.append(root)
             self._put(Batch(h.envelope.SerializeToString(), 1))
         self._assembler.pop(trace_id)

@@ -23,7 +23,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-__all__ = ["ReadRequest", "SpliceRequest"]
+__all__ = ["ReadRequest", "ReadSpan", "SpliceRequest"]
 
 _F = descriptor_pb2.FieldDescriptorProto
 _PACKAGE = "trajgrade.wire"
@@ -90,16 +90,13 @@ def _schema() -> descriptor_pb2.FileDescriptorProto:
     return file
 
 
-def _messages() -> tuple[Any, Any]:
+def _messages(*names: str) -> list[Any]:
     pool = descriptor_pool.Default()
     try:
         pool.FindFileByName("trajgrade/wire.proto")
     except KeyError:
         pool.Add(_schema())
-    return (
-        message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.ReadRequest")),
-        message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.SpliceRequest")),
-    )
+    return [message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.{n}")) for n in names]
 
 
-ReadRequest, SpliceRequest = _messages()
+ReadRequest, ReadSpan, SpliceRequest = _messages("ReadRequest", "ReadSpan", "SpliceRequest")

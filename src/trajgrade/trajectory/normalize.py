@@ -123,6 +123,8 @@ def _usage(attributes: Mapping[str, Any], input_keys: tuple[str, ...], output_ke
     output_tokens = _int(_first(attributes, output_keys))
     if input_tokens is None and output_tokens is None:
         return None  # the other counts alone are no usage
+    if attributes.keys().isdisjoint(sc.OPTIONAL_USAGE_KEYS):
+        return Usage(input_tokens, output_tokens)
     return Usage(
         input_tokens,
         output_tokens,
@@ -133,6 +135,8 @@ def _usage(attributes: Mapping[str, Any], input_keys: tuple[str, ...], output_ke
 
 
 def _cost(attributes: Mapping[str, Any]) -> float | None:
+    if attributes.keys().isdisjoint(sc.ANY_COST_KEYS):
+        return None
     cost = _float(_first(attributes, sc.COST_KEYS))
     if cost is not None:
         return cost
@@ -222,18 +226,24 @@ class _PartsRef:
 
 
 def _flat_tool_call_ids(attributes: Mapping[str, Any]) -> tuple[str, ...]:
-    ids = [
-        str(attributes[k])
+    keys = [
+        k
         for k in attributes
         if k.startswith(sc.FLAT_TOOL_CALL_ID_PREFIXES) and any(p.match(k) for p in sc.FLAT_TOOL_CALL_ID)
     ]
-    return tuple(ids)
+    return tuple(str(attributes[k]) for k in sorted(keys, key=_by_index))
 
 
 def _flat_tool_schemas(attributes: Mapping[str, Any]) -> tuple[Any, ...] | None:
     if sc.FLAT_TOOL_SCHEMA_FIRST not in attributes:
         return None
-    return tuple(attributes[k] for k in attributes if sc.FLAT_TOOL_SCHEMA.match(k))
+    keys = [k for k in attributes if sc.FLAT_TOOL_SCHEMA.match(k)]
+    return tuple(attributes[k] for k in sorted(keys, key=_by_index))
+
+
+def _by_index(key: str) -> tuple[int, ...]:
+    """Flattened keys in the order of their indices (``a.10.b`` after ``a.9.b``), whatever order they came in."""
+    return tuple(int(part) for part in key.split(".") if part.isdigit())
 
 
 def normalize(span: SpanView, keep_attributes: bool | None = None) -> SpanRecord:
