@@ -104,7 +104,9 @@ def test_result_fields_appended_to_a_root_add_its_events_and_verdict() -> None:
     views = read_path(str(path))
     records = [normalize(v) for v in views]
     root = next(r for r in records if r.parent_span_id is None)
-    config = parse_config("graders:\n  - {type: loop, max_repeats: 2}\n  - {type: tool-call-count, config: {max: 50}}\n")
+    config = parse_config(
+        "graders:\n  - {type: loop, max_repeats: 2}\n  - {type: tool-call-count, config: {max: 50}}\n"
+    )
     report = Grading(config).grade([r for r in records if r is not root], root)
     assert report is not None
     original = trace_pb2.Span(name="root", end_time_unix_nano=5)
