@@ -75,7 +75,7 @@ def test_every_key_normalization_reads_is_declared() -> None:
     asked: set[str] = set()
     for path in FILES:
         for view in read_path(str(path)):
-            normalize(_View(view, asked), False)  # type: ignore[arg-type]
+            normalize(_View(view, asked), False)
     undeclared = {k for k in asked if k not in sc.READ_KEYS and not k.startswith(sc.READ_PREFIXES)}
     assert not undeclared
     assert len(asked) > 40  # the recording saw the lookups
