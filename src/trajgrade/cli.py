@@ -149,11 +149,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 raise ValueError(f"{args.auth_token_file}: the token file is empty")
         if bool(args.tls_cert) != bool(args.tls_key):
             raise ValueError("--tls-cert and --tls-key go together")
+        if args.push_metrics and not args.push_metrics.startswith(("http://", "https://", "grpc://")):
+            raise ValueError(f"--push-metrics {args.push_metrics!r}: use http://host:port or grpc://host:port")
         options = SidecarOptions(
             otlp_http=args.otlp_http,
             otlp_grpc=args.otlp_grpc,
             forward=tuple(args.forward),
             metrics_port=args.metrics_port,
+            push_metrics=args.push_metrics,
+            push_interval_s=parse_duration(args.push_interval),
             settle_s=parse_duration(args.settle),
             max_traces=args.max_traces,
             max_trace_age_s=parse_duration(args.max_trace_age),
@@ -215,6 +219,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="where every span goes: http://host:port (/v1/traces is added) or grpc://host:port; repeatable",
     )
     p.add_argument("--metrics-port", type=int, metavar="PORT", help="Prometheus endpoint on 127.0.0.1")
+    p.add_argument(
+        "--push-metrics",
+        metavar="URL",
+        help="also push the metrics over OTLP to a collector: http://host:port (/v1/metrics is added) or grpc://",
+    )
+    p.add_argument("--push-interval", default="10s", help="how often metrics are pushed (default 10s)")
     p.add_argument("--settle", default="2s", help="wait after a run's root arrives before grading (default 2s)")
     p.add_argument("--max-traces", type=int, default=10_000, help="traces in flight (default 10000)")
     p.add_argument("--max-trace-age", default="5m", help="grade a trace without root as partial after (5m)")

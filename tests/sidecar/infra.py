@@ -23,6 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1 import trace_pb2
 
@@ -46,11 +47,12 @@ def rotel_binary() -> Path:
 
 
 class Sink:
-    """Records every span it receives at /v1/traces; ``status`` is what it answers (200 by default), after
-    ``delay_s``."""
+    """Records every span it receives at /v1/traces, and the names of the metrics at /v1/metrics; ``status`` is
+    what it answers (200 by default), after ``delay_s``."""
 
     def __init__(self) -> None:
         self.spans: list[trace_pb2.Span] = []
+        self.metric_names: set[str] = set()
         self.requests = 0
         self.status = 200
         self.delay_s = 0.0  # a slow backend
@@ -75,6 +77,12 @@ class Sink:
                         for rs in request.resource_spans:
                             for ss in rs.scope_spans:
                                 sink.spans.extend(ss.spans)
+                elif self.path.endswith("/v1/metrics"):
+                    metrics = ExportMetricsServiceRequest.FromString(body)
+                    with sink._lock:
+                        sink.metric_names.update(
+                            m.name for rm in metrics.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+                        )
                 self.send_response(200)
                 self.send_header("content-type", "application/x-protobuf")
                 self.end_headers()
@@ -90,6 +98,15 @@ class Sink:
     def span_ids(self) -> Counter[bytes]:
         with self._lock:
             return Counter(s.span_id for s in self.spans)
+
+    def wait_for_metrics(self, names: set[str], timeout: float = 30.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if names <= self.metric_names:
+                    return True
+            time.sleep(0.05)
+        return False
 
     def wait_for(self, n: int, timeout: float = 30.0) -> bool:
         deadline = time.monotonic() + timeout

@@ -1,7 +1,8 @@
 """SDK -> rotel -> trajgrade serve -> rotel -> sink, with real agents and real collectors on loopback.
 
 Every span sent arrives exactly once, every run is graded, the result events are on the runs' root spans,
-and the metrics are on the Prometheus endpoint. The same for rotel running trajgrade as its trace processor.
+and the metrics are on the Prometheus endpoint and pushed over OTLP through the collector. The same for
+rotel running trajgrade as its trace processor.
 """
 
 from __future__ import annotations
@@ -49,13 +50,16 @@ def workdir(tmp_path: Path) -> Iterator[Path]:
 @pytest.mark.parametrize("hop", ["http", "grpc"])
 def test_every_span_arrives_once_graded_through_two_collectors(workdir: Path, hop: str) -> None:
     with sink() as backend, rotel(workdir, backend.url) as after:
-        with serve(workdir, CONFIG, [f"http://127.0.0.1:{after['http']}"], "--settle", "200ms") as sidecar:
+        push = ["--push-metrics", f"http://127.0.0.1:{after['http']}", "--push-interval", "200ms"]
+        with serve(workdir, CONFIG, [f"http://127.0.0.1:{after['http']}"], "--settle", "200ms", *push) as sidecar:
             into = f"http://127.0.0.1:{sidecar.http}" if hop == "http" else f"http://127.0.0.1:{sidecar.grpc}"
             with rotel(workdir, into, protocol=hop) as before:
                 sent = run_agents(HttpExporter(endpoint=f"http://127.0.0.1:{before['http']}/v1/traces"), ["weather"])
                 sent += run_agents(GrpcExporter(endpoint=f"127.0.0.1:{before['grpc']}", insecure=True), ["stuck"])
                 assert backend.wait_for(len(sent)), f"{len(backend.spans)}/{len(sent)} spans arrived"
             metrics = sidecar.metrics_text()
+            pushed = {"trajgrade.runs", "trajgrade.evaluations", "trajgrade.sidecar.spans.received"}
+            assert backend.wait_for_metrics(pushed), sorted(backend.metric_names)
         assert sidecar.stop() == 0
     received = backend.span_ids()
     assert sorted(received) == sorted(sent)

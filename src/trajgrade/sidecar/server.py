@@ -14,10 +14,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import grpc
 import uvicorn
 from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricExporter, MetricReader, PeriodicExportingMetricReader
 
 from trajgrade.config import Config
 from trajgrade.sidecar.pipeline import Pipeline
@@ -43,6 +45,8 @@ class SidecarOptions:
     forward: Sequence[str] = ()
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    push_metrics: str | None = None  # an OTLP base URL (http(s)://host:port or grpc://host:port)
+    push_interval_s: float = 10.0
     settle_s: float = 2.0
     max_traces: int = 10_000
     max_spans_per_trace: int = 10_000
@@ -65,8 +69,13 @@ class Sidecar:
         on_report: Callable[[RunReport], Any] | None = None,
     ) -> None:
         self.options = options
-        if meter_provider is None and options.metrics_port is not None:
-            meter_provider = _prometheus(options.metrics_host, options.metrics_port)
+        if meter_provider is None and (options.metrics_port is not None or options.push_metrics):
+            readers = []
+            if options.metrics_port is not None:
+                readers.append(_prometheus(options.metrics_host, options.metrics_port))
+            if options.push_metrics:
+                readers.append(_otlp_push(options.push_metrics, options.push_interval_s))
+            meter_provider = MeterProvider(metric_readers=readers)
         self.meter_provider = meter_provider
         self.pipeline = Pipeline(
             config,
@@ -128,12 +137,31 @@ class Sidecar:
         return left
 
 
-def _prometheus(host: str, port: int) -> MeterProvider:
+def _prometheus(host: str, port: int) -> MetricReader:
     from opentelemetry.exporter.prometheus import PrometheusMetricReader
     from prometheus_client import start_http_server
 
     start_http_server(port=port, addr=host)
-    return MeterProvider(metric_readers=[PrometheusMetricReader()])
+    return PrometheusMetricReader()
+
+
+def _otlp_push(target: str, interval_s: float) -> MetricReader:
+    """Metrics pushed over OTLP to a collector: ``http(s)://host:port`` (``/v1/metrics`` is added) or
+    ``grpc://host:port``."""
+    parts = urlsplit(target)
+    exporter: MetricExporter
+    if parts.scheme in ("http", "https"):
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpExporter
+
+        base = target.rstrip("/")
+        exporter = HttpExporter(endpoint=base if base.endswith("/v1/metrics") else f"{base}/v1/metrics")
+    elif parts.scheme == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as GrpcExporter
+
+        exporter = GrpcExporter(endpoint=parts.netloc, insecure=True)
+    else:
+        raise ValueError(f"--push-metrics {target!r}: use http://host:port, https://host:port or grpc://host:port")
+    return PeriodicExportingMetricReader(exporter, export_interval_millis=interval_s * 1000)
 
 
 def serve(config: Config, options: SidecarOptions) -> int:
