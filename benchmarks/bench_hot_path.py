@@ -37,7 +37,7 @@ from trajgrade import GradingSpanProcessor, load_config
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = Path(__import__("os").environ.get("BENCH_CONFIG", ROOT / "benchmarks" / "every_grader.yaml"))
 SPANS = 2_000
-ROUNDS = 30
+ROUNDS = 60
 SPANS_MEMORY = 20_000
 
 

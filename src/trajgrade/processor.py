@@ -131,7 +131,10 @@ class GradingSpanProcessor(SpanProcessor):
 
     # --- SDK lifecycle ------------------------------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        parent = span.parent
+        try:
+            parent = span._parent  # the SDK span's field: the property costs a call, on every span
+        except AttributeError:
+            parent = span.parent
         if parent is None or parent.is_remote:  # only a run's root is remembered (graded at shutdown if open)
             try:
                 if span.context is not None and not self._is_own(span):
@@ -145,11 +148,14 @@ class GradingSpanProcessor(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         handled_root = False
         try:
-            parts = sdk_parts(span)
-            parent = parts[1]
+            try:
+                parent = span._parent  # as in on_start
+            except AttributeError:
+                parent = span.parent
             if parent is not None and not parent.is_remote and not self._shutdown:
                 # The hot path: keep references to the span's parts; normalizing waits for the worker.
                 # (trajgrade's own evaluation span is a child of the root: its name is checked first, it is cheap.)
+                parts = sdk_parts(span)
                 if not (parts[2].startswith(_OWN_SPAN_PREFIX) and self._is_own(span)):
                     self._add(parts[0].trace_id, parts)
             elif self._shutdown:
