@@ -334,3 +334,22 @@ def test_faults_never_reach_the_agent(no_reraise: None, reader: InMemoryMetricRe
         assert dropped["max_traces"] == 450
     finally:
         object.__setattr__(spec, "grade", original)
+
+
+def test_hot_path_keeps_what_sdk_parts_keeps() -> None:
+    """on_end reads an SDK span's parts inline; they must be the parts ``sdk_parts`` defines, in its order."""
+    from trajgrade.spans import sdk_parts
+
+    processor = GradingSpanProcessor(CONFIG, worker=False)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("invoke_agent a") as root:
+        with tracer.start_as_current_span("execute_tool search", attributes={"gen_ai.tool.name": "search"}) as child:
+            child.add_event("exception", {"exception.type": "ValueError"})
+        kept, dropped = processor._assembler.snapshot(root.get_span_context().trace_id)
+    assert dropped == 0 and len(kept) == 1
+    assert isinstance(child, ReadableSpan)
+    assert kept[0] == sdk_parts(child)
+    assert kept[0][2] == "execute_tool search" and kept[0][7] == {"gen_ai.tool.name": "search"}
+    provider.shutdown()
