@@ -151,7 +151,7 @@ class GradingSpanProcessor(SpanProcessor):
             try:  # the hot path: an SDK span's parts, as sdk_parts keeps them, read inline (a call costs here)
                 parent = span._parent
                 name = span._name
-                parts = (
+                parts: SdkParts = (
                     span._context,
                     parent,
                     name,
