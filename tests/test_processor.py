@@ -337,7 +337,7 @@ def test_faults_never_reach_the_agent(no_reraise: None, reader: InMemoryMetricRe
 
 
 def test_hot_path_keeps_what_sdk_parts_keeps() -> None:
-    """on_end reads an SDK span's parts inline; they must be the parts ``sdk_parts`` defines, in its order."""
+    """on_end buffers a child as the parts ``sdk_parts`` defines, in its order, without copying its attributes."""
     from trajgrade.spans import sdk_parts
 
     processor = GradingSpanProcessor(CONFIG, worker=False)

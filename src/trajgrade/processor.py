@@ -148,29 +148,15 @@ class GradingSpanProcessor(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         handled_root = False
         try:
-            try:  # the hot path: an SDK span's parts, as sdk_parts keeps them, read inline (a call costs here)
-                parent = span._parent
-                name = span._name
-                parts: SdkParts = (
-                    span._context,
-                    parent,
-                    name,
-                    span._kind,
-                    span._start_time or 0,
-                    span._end_time,
-                    span._status,
-                    span._attributes._dict,  # type: ignore[union-attr]
-                    tuple(span._events) if span._events else (),
-                    span._resource,
-                    span._instrumentation_scope,
-                )
-            except AttributeError:  # a ReadableSpan built another way
-                parts = sdk_parts(span)
-                parent, name = parts[1], parts[2]
+            try:
+                parent = span._parent  # as in on_start
+            except AttributeError:
+                parent = span.parent
             if parent is not None and not parent.is_remote and not self._shutdown:
-                # A child: keep references to its parts; normalizing waits for the worker.
+                # The hot path: keep references to the span's parts; normalizing waits for the worker.
                 # (trajgrade's own evaluation span is a child of the root: its name is checked first, it is cheap.)
-                if not (name.startswith(_OWN_SPAN_PREFIX) and self._is_own(span)):
+                parts = sdk_parts(span)
+                if not (parts[2].startswith(_OWN_SPAN_PREFIX) and self._is_own(span)):
                     self._add(parts[0].trace_id, parts)
             elif self._shutdown:
                 self._count_drop("already_shutdown")
