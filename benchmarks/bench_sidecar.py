@@ -8,10 +8,17 @@ Three receivers take the same load in one run, one after the other, each a singl
 - rotel itself, receiving and exporting to its blackhole: the collector's own pass-through.
 
 The load generator (another process, so the two cores are shared as in production beside a collector)
-posts pre-encoded ``ExportTraceServiceRequest`` bodies of ``SPANS_PER_REQUEST`` spans (whole agent runs:
-a root, model calls with token counts, tool calls with arguments) over ``CONNECTIONS`` keep-alive
-connections for ``SECONDS`` seconds. Every request carries new trace ids (patched into a template's bytes),
-so every run is graded: a root the sidecar has already seen is forwarded without grading.
+posts pre-encoded ``ExportTraceServiceRequest`` bodies over ``CONNECTIONS`` keep-alive connections for
+``SECONDS`` seconds, in two shapes (``SHAPES``), each taken by trajgrade and by the bare receiver:
+
+- synthetic runs: requests of ``SPANS_PER_REQUEST`` spans, 16 whole runs of a root, model calls with token
+  counts and tool calls with arguments, about ten small attributes a span;
+- the test fixtures, traces the real instrumentation libraries recorded (message content, tool definitions,
+  OpenInference's flattened attributes: up to 4 KB and 5 to 19 attributes a span), packed into requests of
+  ``SPANS_PER_REQUEST`` spans or more.
+
+Every request carries new trace ids (patched into a template's bytes), so every run is graded: a root the
+sidecar has already seen is forwarded without grading.
 Figures: acknowledged spans per second, and p99 request latency.
 Targets: trajgrade at least 50,000 spans/s and at least half the bare receiver's rate.
 """
@@ -43,22 +50,23 @@ LOADGEN = textwrap.dedent(
     """
     import json, sys, threading, time, http.client
     sys.path.insert(0, sys.argv[4])
-    from bench_sidecar import make_templates, with_new_trace_ids
+    from bench_sidecar import fixture_templates, make_templates, with_new_trace_ids
     port, seconds, connections = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
-    templates = make_templates(64)
-    ok, refused, latencies, lock = [0], [0], [], threading.Lock()
+    templates = make_templates(64) if sys.argv[5] == "synthetic" else fixture_templates()
+    ok, spans, refused, latencies, lock = [0], [0], [0], [], threading.Lock()
     stop_at = time.perf_counter() + seconds
     def worker(k):
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         mine, i = [], k
         while time.perf_counter() < stop_at:
-            body = with_new_trace_ids(templates[i % len(templates)], k, i); i += connections
+            template = templates[i % len(templates)]
+            body = with_new_trace_ids(template, k, i); i += connections
             t0 = time.perf_counter()
             conn.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
             r = conn.getresponse(); r.read()
             mine.append(time.perf_counter() - t0)
             with lock:
-                if r.status == 200: ok[0] += 1
+                if r.status == 200: ok[0] += 1; spans[0] += template[2]
                 else: refused[0] += 1
         with lock: latencies.extend(mine)
     threads = [threading.Thread(target=worker, args=(k,)) for k in range(connections)]
@@ -68,7 +76,7 @@ LOADGEN = textwrap.dedent(
     elapsed = time.perf_counter() - t0
     latencies.sort()
     p99 = latencies[int(len(latencies) * 0.99) - 1] if latencies else 0.0
-    print(json.dumps({"ok": ok[0], "refused": refused[0], "elapsed": elapsed, "p99": p99}))
+    print(json.dumps({"ok": ok[0], "spans": spans[0], "refused": refused[0], "elapsed": elapsed, "p99": p99}))
     """
 )
 
@@ -100,25 +108,55 @@ BARE = textwrap.dedent(
 )
 
 CONFIG = ROOT / "tests" / "sidecar" / "graders.yaml"
+FIXTURES = ROOT / "tests" / "fixtures"
+#: The two loads: the synthetic runs, and the fixtures (as their instrumentations recorded them: message
+#: content, tool definitions, flattened OpenInference attributes) packed into requests of 512 spans or more.
+SHAPES = {
+    "synthetic": f"synthetic runs, {SPANS_PER_REQUEST}-span requests",
+    "fixtures": f"real instrumentation traces (fixtures), {SPANS_PER_REQUEST}+ spans a request",
+}
 
 
-def make_templates(n: int) -> list[tuple[bytes, list[bytes]]]:
-    """``n`` request bodies with the trace ids in each."""
+Template = tuple[bytes, list[bytes], int]  # a request body, the trace ids in it, its number of spans
+
+
+def make_templates(n: int) -> list[Template]:
+    """``n`` synthetic request bodies (TRACES_PER_REQUEST runs of SPANS_PER_TRACE spans each)."""
+    return [_template(body) for body in make_bodies(n)]
+
+
+def fixture_templates() -> list[Template]:
+    """Every test fixture (traces the real instrumentation libraries made), packed into requests of at least
+    SPANS_PER_REQUEST spans (the last one takes what is left)."""
+    from trajgrade.sidecar.otlp import decode_body
+
+    files = sorted(p for p in FIXTURES.glob("*/*/*.json") if not p.name.endswith(".truth.json"))
+    templates, pending, spans = [], b"", 0
+    for path in files:
+        request = decode_body(path.read_bytes(), "application/json", "", max_decompressed=1 << 26)
+        pending += request.body  # concatenated requests are one request holding both (protobuf merges them)
+        spans += request.spans
+        if spans >= SPANS_PER_REQUEST:
+            templates.append(_template(pending))
+            pending, spans = b"", 0
+    if pending:
+        templates.append(_template(pending))
+    return templates
+
+
+def _template(body: bytes) -> Template:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-    out = []
-    for body in make_bodies(n):
-        request = ExportTraceServiceRequest.FromString(body)
-        trace_ids = {s.trace_id for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans}
-        out.append((body, sorted(trace_ids)))
-    return out
+    request = ExportTraceServiceRequest.FromString(body)
+    spans = [s for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans]
+    return body, sorted({s.trace_id for s in spans}), len(spans)
 
 
-def with_new_trace_ids(template: tuple[bytes, list[bytes]], worker: int, sequence: int) -> bytes:
+def with_new_trace_ids(template: Template, worker: int, sequence: int) -> bytes:
     """The template's body with each trace id replaced by one no other request uses."""
-    body, trace_ids = template
+    body, trace_ids, _ = template
     for t, trace_id in enumerate(trace_ids):
-        body = body.replace(trace_id, (worker + 1).to_bytes(8, "big") + (sequence * 64 + t).to_bytes(8, "big"))
+        body = body.replace(trace_id, (worker + 1).to_bytes(8, "big") + (sequence * 1024 + t).to_bytes(8, "big"))
     return body
 
 
@@ -232,16 +270,45 @@ def rotel(workdir: Path, http_port: int) -> subprocess.Popen[bytes]:
     return proc
 
 
-def load(port: int) -> dict[str, float]:
+def load(port: int, shape: str = "synthetic") -> dict[str, float]:
     out = subprocess.run(
-        [sys.executable, "-c", LOADGEN, str(port), str(SECONDS), str(CONNECTIONS), str(Path(__file__).parent)],
+        [sys.executable, "-c", LOADGEN, str(port), str(SECONDS), str(CONNECTIONS), str(Path(__file__).parent), shape],
         capture_output=True,
         text=True,
         check=True,
     )
     result: dict[str, float] = json.loads(out.stdout)
-    result["spans_per_s"] = result["ok"] * SPANS_PER_REQUEST / result["elapsed"]
+    result["spans_per_s"] = result["spans"] / result["elapsed"]
     return result
+
+
+def serve(sink_port: int) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            str(BIN / "trajgrade"),
+            "serve",
+            "--config",
+            str(CONFIG),
+            "--otlp-http",
+            f"127.0.0.1:{port}",
+            "--forward",
+            f"http://127.0.0.1:{sink_port}",
+            "--settle",
+            "100ms",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_port(port, proc)
+    return proc, port
+
+
+def bare() -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-c", BARE, str(port)])
+    wait_port(port, proc)
+    return proc, port
 
 
 def figures() -> list[Figure]:
@@ -250,61 +317,49 @@ def figures() -> list[Figure]:
     backend = api_implementation.Type()
     if backend != "upb":
         raise SystemExit(f"protobuf runs on its {backend!r} backend; the sidecar needs 'upb'")
-    results: dict[str, dict[str, float]] = {}
+    results: dict[tuple[str, str], dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         sink_port = free_port()
         sink = rotel(workdir, sink_port)
         try:
-            port = free_port()
-            serve = subprocess.Popen(
-                [
-                    str(BIN / "trajgrade"),
-                    "serve",
-                    "--config",
-                    str(CONFIG),
-                    "--otlp-http",
-                    f"127.0.0.1:{port}",
-                    "--forward",
-                    f"http://127.0.0.1:{sink_port}",
-                    "--settle",
-                    "100ms",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            wait_port(port, serve)
-            results["trajgrade"] = load(port)
-            stop(serve)
-            port = free_port()
-            bare = subprocess.Popen([sys.executable, "-c", BARE, str(port)])
-            wait_port(port, bare)
-            results["bare"] = load(port)
-            stop(bare)
+            for shape in SHAPES:
+                for name, start in (("trajgrade", lambda: serve(sink_port)), ("bare", bare)):
+                    proc, port = start()
+                    try:
+                        results[(name, shape)] = load(port, shape)
+                    finally:
+                        stop(proc)
         finally:
             stop(sink)
         port = free_port()
         passthrough = rotel(workdir, port)
         try:
-            results["rotel"] = load(port)
+            results[("rotel", "synthetic")] = load(port)
         finally:
             stop(passthrough)
-    t, b, r = results["trajgrade"], results["bare"], results["rotel"]
-    return [
-        Figure(
-            f"sidecar: receive+assemble+grade+forward, {SPANS_PER_REQUEST}-span requests",
-            t["spans_per_s"],
-            "spans/s",
-            ">= 50000 and >= 0.5x bare",
-            t["spans_per_s"] >= 50_000 and t["spans_per_s"] >= 0.5 * b["spans_per_s"],
-            b["spans_per_s"],
-            "bare Python receiver",
-        ),
-        Figure("  sidecar p99 request latency", t["p99"] * 1000, "ms", "-", True, b["p99"] * 1000, "bare receiver"),
-        Figure("  sidecar requests refused (429)", t["refused"], "", "-", True),
-        Figure("  reference: rotel pass-through", r["spans_per_s"], "spans/s", "-", True),
+    figs = []
+    for shape, label in SHAPES.items():
+        t, b = results[("trajgrade", shape)], results[("bare", shape)]
+        figs += [
+            Figure(
+                f"sidecar: receive+assemble+grade+forward, {label}",
+                t["spans_per_s"],
+                "spans/s",
+                ">= 50000 and >= 0.5x bare",
+                t["spans_per_s"] >= 50_000 and t["spans_per_s"] >= 0.5 * b["spans_per_s"],
+                b["spans_per_s"],
+                "bare Python receiver",
+            ),
+            Figure("  sidecar p99 request latency", t["p99"] * 1000, "ms", "-", True, b["p99"] * 1000, "bare receiver"),
+            Figure("  sidecar requests refused (429)", t["refused"], "", "-", True),
+        ]
+    r = results[("rotel", "synthetic")]
+    figs += [
+        Figure(f"reference: rotel pass-through, {SHAPES['synthetic']}", r["spans_per_s"], "spans/s", "-", True),
         Figure("  reference: rotel p99 request latency", r["p99"] * 1000, "ms", "-", True),
     ]
+    return figs
 
 
 if __name__ == "__main__":
