@@ -282,21 +282,12 @@ def load(port: int, shape: str = "synthetic") -> dict[str, float]:
     return result
 
 
-def serve(sink_port: int) -> tuple[subprocess.Popen[bytes], int]:
+def serve(forward: str, settle: str = "100ms", *options: str) -> tuple[subprocess.Popen[bytes], int]:
+    """``trajgrade serve`` with this benchmark's config on a free port, forwarding to ``forward``."""
     port = free_port()
+    cmd = [str(BIN / "trajgrade"), "serve", "--config", str(CONFIG), "--otlp-http", f"127.0.0.1:{port}"]
     proc = subprocess.Popen(
-        [
-            str(BIN / "trajgrade"),
-            "serve",
-            "--config",
-            str(CONFIG),
-            "--otlp-http",
-            f"127.0.0.1:{port}",
-            "--forward",
-            f"http://127.0.0.1:{sink_port}",
-            "--settle",
-            "100ms",
-        ],
+        [*cmd, "--forward", forward, "--settle", settle, *options],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -324,7 +315,7 @@ def figures() -> list[Figure]:
         sink = rotel(workdir, sink_port)
         try:
             for shape in SHAPES:
-                for name, start in (("trajgrade", lambda: serve(sink_port)), ("bare", bare)):
+                for name, start in (("trajgrade", lambda: serve(f"http://127.0.0.1:{sink_port}")), ("bare", bare)):
                     proc, port = start()
                     try:
                         results[(name, shape)] = load(port, shape)

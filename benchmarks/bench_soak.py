@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import signal
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -27,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from _common import Figure, print_table
-from bench_sidecar import BIN, CONFIG, free_port, make_bodies, wait_port
+from bench_sidecar import make_bodies
+from bench_sidecar import serve as start_serve
 
 SECONDS = float(os.environ.get("SOAK_SECONDS", "120"))
 RATE = 40  # requests per second, each of 2 runs of 32 spans
@@ -84,26 +84,8 @@ def figures() -> list[Figure]:
     bodies = make_bodies(int(SECONDS * RATE) + 10)  # every run distinct: no span id repeats across the soak
     expected_per_body = TRACES_PER_BODY * bench_sidecar.SPANS_PER_TRACE
     backend = Backend()
-    port = free_port()
-    serve = subprocess.Popen(
-        [
-            str(BIN / "trajgrade"),
-            "serve",
-            "--config",
-            str(CONFIG),
-            "--otlp-http",
-            f"127.0.0.1:{port}",
-            "--forward",
-            backend.url,
-            "--settle",
-            "200ms",
-            "--max-buffered-spans",
-            "8000",  # less than one outage of traffic: the sidecar must refuse, then take the retries
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    wait_port(port, serve)
+    # less buffer than one outage of traffic: the sidecar must refuse, then take the retries
+    serve, port = start_serve(backend.url, "200ms", "--max-buffered-spans", "8000")
     url = f"http://127.0.0.1:{port}/v1/traces"
     accepted = refused = 0
     samples: list[tuple[float, int]] = []
