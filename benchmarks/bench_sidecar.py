@@ -19,7 +19,8 @@ posts pre-encoded ``ExportTraceServiceRequest`` bodies over ``CONNECTIONS`` keep
 
 Every request carries new trace ids (patched into a template's bytes), so every run is graded: a root the
 sidecar has already seen is forwarded without grading.
-Figures: acknowledged spans per second, and p99 request latency.
+Figures: acknowledged spans per second, p99 request latency, and the receiver's CPU time per span (from
+``/proc``: steadier than throughput on a shared machine, and what the sidecar costs beside a collector).
 Targets: trajgrade at least 50,000 spans/s and at least half the bare receiver's rate.
 """
 
@@ -282,6 +283,20 @@ def load(port: int, shape: str = "synthetic") -> dict[str, float]:
     return result
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process so far (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load_process(proc: subprocess.Popen[bytes], port: int, shape: str) -> dict[str, float]:
+    """``load`` against a receiver, with the receiver's CPU microseconds per acknowledged span."""
+    before = cpu_seconds(proc.pid)
+    result = load(port, shape)
+    result["cpu_us_per_span"] = (cpu_seconds(proc.pid) - before) / max(1, result["spans"]) * 1e6
+    return result
+
+
 def serve(forward: str, settle: str = "100ms", *options: str) -> tuple[subprocess.Popen[bytes], int]:
     """``trajgrade serve`` with this benchmark's config on a free port, forwarding to ``forward``."""
     port = free_port()
@@ -318,7 +333,7 @@ def figures() -> list[Figure]:
                 for name, start in (("trajgrade", lambda: serve(f"http://127.0.0.1:{sink_port}")), ("bare", bare)):
                     proc, port = start()
                     try:
-                        results[(name, shape)] = load(port, shape)
+                        results[(name, shape)] = load_process(proc, port, shape)
                     finally:
                         stop(proc)
         finally:
@@ -343,6 +358,15 @@ def figures() -> list[Figure]:
                 "bare Python receiver",
             ),
             Figure("  sidecar p99 request latency", t["p99"] * 1000, "ms", "-", True, b["p99"] * 1000, "bare receiver"),
+            Figure(
+                "  sidecar CPU per span",
+                t["cpu_us_per_span"],
+                "us",
+                "-",
+                True,
+                b["cpu_us_per_span"],
+                "bare receiver",
+            ),
             Figure("  sidecar requests refused (429)", t["refused"], "", "-", True),
         ]
     r = results[("rotel", "synthetic")]

@@ -7,6 +7,7 @@ everything and exits.
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import threading
@@ -164,12 +165,27 @@ def _otlp_push(target: str, interval_s: float) -> MetricReader:
     return PeriodicExportingMetricReader(exporter, export_interval_millis=interval_s * 1000)
 
 
+def _tune_gc() -> None:
+    """Collect cycles less often in the sidecar's own process (never in a process that embeds a Sidecar).
+
+    Almost everything a request allocates is freed by reference counting, yet at the default young threshold
+    (700 allocations) dozens of collections run during each request, and the records held for the settle
+    window are promoted into the older generations that full collections walk again. Here what start-up
+    allocated (config, modules) is frozen out of every collection, and a young collection runs about once a
+    request. Paired runs of the sidecar benchmark measured 5-20% less CPU a span.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
+
+
 def serve(config: Config, options: SidecarOptions) -> int:
     """Run in the foreground until SIGTERM or SIGINT; the exit status is 0 when every span was delivered."""
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     sidecar = Sidecar(config, options).start()
+    _tune_gc()
     endpoints = [
         f"OTLP/HTTP {options.otlp_http}" if options.otlp_http else "",
         f"OTLP/gRPC {options.otlp_grpc}" if options.otlp_grpc else "",
