@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -63,23 +63,33 @@ class Assembler(Generic[T]):
         self._add_slow(trace, record)
 
     def _add_slow(self, trace: Hashable, record: T) -> None:
-        reason = None
         with self._lock:
-            buffer = self._traces.get(trace)
-            if buffer is None:
-                if trace in self._done:
-                    reason = "after_root"
-                elif len(self._traces) >= self.max_traces:
-                    reason = "max_traces"
-                else:
-                    self._traces[trace] = TraceBuffer([record])
-            elif len(buffer.records) >= self.max_spans_per_trace:
-                buffer.dropped_spans += 1
-                reason = "max_spans_per_trace"
-            else:
-                buffer.records.append(record)
+            reason = self._put(trace, record)
         if reason is not None:
             self._on_drop(reason)
+
+    def extend(self, items: Iterable[tuple[Hashable, T]]) -> None:
+        """``add`` for many items, taking the lock once (the sidecar adds a request's spans together)."""
+        with self._lock:
+            reasons = [reason for trace, record in items if (reason := self._put(trace, record)) is not None]
+        for reason in reasons:
+            self._on_drop(reason)
+
+    def _put(self, trace: Hashable, record: T) -> str | None:
+        """Buffer an item (the lock is held); the reason it was dropped, if it was."""
+        buffer = self._traces.get(trace)
+        if buffer is None:
+            if trace in self._done:
+                return "after_root"
+            if len(self._traces) >= self.max_traces:
+                return "max_traces"
+            self._traces[trace] = TraceBuffer([record])
+        elif len(buffer.records) >= self.max_spans_per_trace:
+            buffer.dropped_spans += 1
+            return "max_spans_per_trace"
+        else:
+            buffer.records.append(record)
+        return None
 
     def snapshot(self, trace_id: Hashable) -> tuple[list[T], int]:
         """A copy of a trace's items so far and its count of dropped spans, leaving the trace buffered."""

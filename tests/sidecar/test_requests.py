@@ -20,6 +20,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from trajgrade import load_config
 from trajgrade.sidecar.receivers import Limits
 from trajgrade.sidecar.server import Sidecar, SidecarOptions
+from trajgrade.suite import RunReport
 
 CONFIG = Path(__file__).with_name("graders.yaml")
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
@@ -282,3 +283,45 @@ def test_a_root_sent_twice_is_graded_once_and_forwarded_as_sent() -> None:
     assert len(reports) == 1
     roots = [s for s in backend.spans if not s.parent_span_id]
     assert len(roots) == 2 and sum(bool(r.events) for r in roots) == 1
+
+
+def test_the_bounds_hold_for_a_request_added_at_once_and_every_drop_is_counted() -> None:
+    """A request's spans enter the trace buffers together: over max_traces and max_spans_per_trace they are
+    dropped from grading (never from forwarding), each drop counted by reason, and the run says it is partial."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from trajgrade.sidecar.otlp import parse_protobuf
+    from trajgrade.sidecar.pipeline import Pipeline
+
+    reader = InMemoryMetricReader()
+    reports: list[RunReport] = []
+    pipeline = Pipeline(
+        load_config(CONFIG),
+        (),
+        meter_provider=MeterProvider(metric_readers=[reader]),
+        settle_s=0.0,
+        max_traces=2,
+        max_spans_per_trace=4,
+        on_report=reports.append,
+    )
+    request = ExportTraceServiceRequest()
+    for trace in (1, 2, 3):  # 6 spans under each root; the third trace finds no room
+        request.MergeFrom(run_request(trace, tools=3, with_root=False))
+    request.MergeFrom(run_request(1, tools=0))  # the first trace's root
+    assert pipeline.submit(parse_protobuf(request.SerializeToString()))
+    assert pipeline.flush(10)
+    pipeline.close(5)
+    dropped = {
+        p.attributes["trajgrade.reason"]: p.value
+        for rm in reader.get_metrics_data().resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        if m.name == "trajgrade.traces.dropped"
+        for p in m.data.data_points
+    }
+    assert dropped["max_traces"] == 6
+    assert dropped["max_spans_per_trace"] == 4  # 2 over the limit in each of the two buffered traces
+    graded = next(r for r in reports if r.trajectory.trace_id == f"{1:032x}")
+    assert graded.trajectory.partial
+    assert any("2 span(s) dropped" in n for n in graded.trajectory.notes)

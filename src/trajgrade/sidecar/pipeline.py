@@ -9,7 +9,8 @@ What happens to a request:
 3. Spans that are not a run's root (a span with no parent, or whose parent is remote) are forwarded at once,
    byte for byte: the request's own bytes, with the roots spliced out when there are any. Roots are held.
 4. A root is graded when ``settle_s`` has passed since it arrived, from the records its trace has by then;
-   its result events and verdict attributes are added to it and it is forwarded. A trace is released when
+   its result events and verdict attributes are added to it and it is forwarded, with the other roots graded
+   in the same pass. A trace is released when
    none of its roots is held; a span arriving after that is still forwarded, counted ungraded.
 5. A trace whose root never arrives is graded as partial (metrics only: it has no root to carry events)
    after ``max_trace_age_s``, then released.
@@ -47,6 +48,8 @@ __all__ = ["Pipeline"]
 logger = logging.getLogger(__name__)
 _FLAG_HAS_IS_REMOTE, _FLAG_IS_REMOTE = 0x100, 0x200
 _SEEN_ROOTS = 65_536
+#: Roots graded in one pass go downstream together (concatenated requests are one request), this many at most.
+_ROOTS_PER_BATCH = 512
 
 
 @dataclass(slots=True)
@@ -166,7 +169,8 @@ class Pipeline:
     def _split(self, request: TraceRequest) -> tuple[list[_Held], bytes]:
         """Record every span; splice the roots out of the request's bytes (they wait for grading)."""
         roots: list[tuple[int, int, int, dict[str, Any], str]] = []
-        add = self._assembler.add
+        records: list[tuple[bytes, SpanRecord]] = []
+        add = records.append
         for i, rs in enumerate(request.message.resource_spans):
             resource = proto_attributes(rs.resource.attributes)
             for j, ss in enumerate(rs.scope_spans):
@@ -175,9 +179,10 @@ class Pipeline:
                     continue  # trajgrade's own spans are forwarded, not graded
                 for k, span in enumerate(ss.spans):
                     if not _is_root(span):
-                        add(span.trace_id, normalize(ProtoSpan(span, resource, scope, all_attributes=False), False))
+                        add((span.trace_id, normalize(ProtoSpan(span, resource, scope, all_attributes=False), False)))
                     elif self._first_time(span):
                         roots.append((i, j, k, resource, scope))
+        self._assembler.extend(records)
         if not roots:
             return [], request.body
         splice = SpliceRequest.FromString(request.body)
@@ -219,14 +224,22 @@ class Pipeline:
                 now = time.monotonic()
                 due = [tid for tid, hs in self._held.items() if all(h.ready_at <= now or self._closed for h in hs)]
                 batches = [(tid, self._held.pop(tid)) for tid in due]
+            graded: list[bytes] = []
             for trace_id, held in batches:
-                self._grade_trace(trace_id, held, partial=self._closed)
+                graded += self._grade_trace(trace_id, held, partial=self._closed)
+                if len(graded) >= _ROOTS_PER_BATCH:
+                    self._put(Batch(b"".join(graded), len(graded)))
+                    graded = []
+            if graded:
+                self._put(Batch(b"".join(graded), len(graded)))
             if now - last_expire >= 1.0:
                 last_expire = now
                 self._expire(now)
 
-    def _grade_trace(self, trace_id: bytes, held: list[_Held], *, partial: bool) -> None:
+    def _grade_trace(self, trace_id: bytes, held: list[_Held], *, partial: bool) -> list[bytes]:
+        """Grade a trace's held roots; each comes back as a one-span request with its results added."""
         records, dropped = self._assembler.snapshot(trace_id)
+        out = []
         for h in held:
             root = h.span
             with internal_errors("sidecar grading", self._grading.count_internal_error):
@@ -237,8 +250,9 @@ class Pipeline:
                 if report is not None:
                     root = h.span + result_fields(report, span.end_time_unix_nano or span.start_time_unix_nano)
             h.envelope.resource_spans[0].scope_spans[0].spans.append(root)
-            self._put(Batch(h.envelope.SerializeToString(), 1))
+            out.append(h.envelope.SerializeToString())
         self._assembler.pop(trace_id)
+        return out
 
     def _expire(self, now: float | None = None) -> None:
         """Traces past their age with no root: grade what arrived as partial (metrics only), then release."""
