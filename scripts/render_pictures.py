@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -73,7 +74,7 @@ def need(binary: str) -> str:
 
 def wait_http(url: str, proc: subprocess.Popen[bytes] | None, what: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
-    last: Exception | None = None
+    last = ""
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"{what} exited with {proc.returncode}")
@@ -82,7 +83,11 @@ def wait_http(url: str, proc: subprocess.Popen[bytes] | None, what: str, timeout
                 if r.status == 200:
                     return
         except Exception as e:  # not up yet
-            last = e
+            # Keep its text, not the exception: an HTTP error holds its connection, and the exception held here
+            # (with its traceback, which holds this frame) would leave the socket to a later garbage collection.
+            if isinstance(e, urllib.error.HTTPError):
+                e.close()
+            last = f"{type(e).__name__}: {e}"
         time.sleep(0.1)
     raise RuntimeError(f"{what} did not answer {url} within {timeout}s: {last}")
 
