@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 
 from demo_agent import make_agent, run_scenarios  # noqa: E402
+from readings import metric_points  # noqa: E402
 
 CONFIG = parse_config(
     "graders:\n"
@@ -34,18 +35,6 @@ CONFIG = parse_config(
     "  - name: no-loops\n    type: loop\n    max_repeats: 3\n"
     "  - type: budget\n    max_tool_calls: 5\n"
 )
-
-
-def metric_points(reader: InMemoryMetricReader, name: str) -> list[Any]:
-    data = reader.get_metrics_data()
-    return [
-        p
-        for rm in (data.resource_metrics if data else [])
-        for sm in rm.scope_metrics
-        for m in sm.metrics
-        if m.name == name
-        for p in m.data.data_points
-    ]
 
 
 def events_by_run(spans: list[ReadableSpan]) -> dict[str, dict[str, dict[str, Any]]]:

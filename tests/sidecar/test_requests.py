@@ -16,6 +16,7 @@ import pytest
 import requests
 from infra import Sink, free_port, serve, sink
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from readings import metric_points
 
 from trajgrade import load_config
 from trajgrade.sidecar.receivers import Limits
@@ -312,14 +313,7 @@ def test_the_bounds_hold_for_a_request_added_at_once_and_every_drop_is_counted()
     assert pipeline.submit(parse_protobuf(request.SerializeToString()))
     assert pipeline.flush(10)
     pipeline.close(5)
-    dropped = {
-        p.attributes["trajgrade.reason"]: p.value
-        for rm in reader.get_metrics_data().resource_metrics
-        for sm in rm.scope_metrics
-        for m in sm.metrics
-        if m.name == "trajgrade.traces.dropped"
-        for p in m.data.data_points
-    }
+    dropped = {p.attributes["trajgrade.reason"]: p.value for p in metric_points(reader, "trajgrade.traces.dropped")}
     assert dropped["max_traces"] == 6
     assert dropped["max_spans_per_trace"] == 4  # 2 over the limit in each of the two buffered traces
     graded = next(r for r in reports if r.trajectory.trace_id == f"{1:032x}")

@@ -9,9 +9,9 @@ What happens to a request:
 3. Spans that are not a run's root (a span with no parent, or whose parent is remote) are forwarded at once,
    byte for byte: the request's own bytes, with the roots spliced out when there are any. Roots are held.
 4. A root is graded when ``settle_s`` has passed since it arrived, from the records its trace has by then;
-   its result events and verdict attributes are added to it and it is forwarded, with the other roots graded
-   in the same pass. A trace is released when
-   none of its roots is held; a span arriving after that is still forwarded, counted ungraded.
+   its result events and verdict attributes are added to it and it is forwarded, together with the other
+   roots graded in the same pass. A trace is released when none of its roots is held; a span arriving after
+   that is still forwarded, counted ungraded.
 5. A trace whose root never arrives is graded as partial (metrics only: it has no root to carry events)
    after ``max_trace_age_s``, then released.
 
@@ -224,14 +224,10 @@ class Pipeline:
                 now = time.monotonic()
                 due = [tid for tid, hs in self._held.items() if all(h.ready_at <= now or self._closed for h in hs)]
                 batches = [(tid, self._held.pop(tid)) for tid in due]
-            graded: list[bytes] = []
-            for trace_id, held in batches:
-                graded += self._grade_trace(trace_id, held, partial=self._closed)
-                if len(graded) >= _ROOTS_PER_BATCH:
-                    self._put(Batch(b"".join(graded), len(graded)))
-                    graded = []
-            if graded:
-                self._put(Batch(b"".join(graded), len(graded)))
+            graded = [root for tid, held in batches for root in self._grade_trace(tid, held, partial=self._closed)]
+            for start in range(0, len(graded), _ROOTS_PER_BATCH):
+                chunk = graded[start : start + _ROOTS_PER_BATCH]
+                self._put(Batch(b"".join(chunk), len(chunk)))
             if now - last_expire >= 1.0:
                 last_expire = now
                 self._expire(now)
@@ -239,7 +235,7 @@ class Pipeline:
     def _grade_trace(self, trace_id: bytes, held: list[_Held], *, partial: bool) -> list[bytes]:
         """Grade a trace's held roots; each comes back as a one-span request with its results added."""
         records, dropped = self._assembler.snapshot(trace_id)
-        out = []
+        out: list[bytes] = []
         for h in held:
             root = h.span
             with internal_errors("sidecar grading", self._grading.count_internal_error):
