@@ -243,8 +243,12 @@ def proto_read_attributes(kvs: Any) -> dict[str, Any]:
     for key in kvs:  # the sidecar's hottest loop: inline, and no AnyValue is touched for other keys
         if key in keys or key.startswith(prefixes):
             value = kvs[key]
-            which = value.WhichOneof("value")
-            out[key] = getattr(value, which) if which in _SCALARS else proto_value(value)
+            text = value.string_value  # most values are strings: one read instead of WhichOneof and getattr
+            if text:
+                out[key] = text
+            else:
+                which = value.WhichOneof("value")
+                out[key] = getattr(value, which) if which in _SCALARS else proto_value(value)
     return out
 
 

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 from conftest import fixture_files
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1 import trace_pb2
 
@@ -17,7 +19,7 @@ from trajgrade.grading import Grading
 from trajgrade.readers import read_path
 from trajgrade.sidecar.otlp import decode_body, parse_protobuf, result_fields
 from trajgrade.sidecar.wire import SpliceRequest
-from trajgrade.spans import ProtoSpan, proto_attributes
+from trajgrade.spans import ProtoSpan, proto_attributes, proto_read_attributes
 from trajgrade.trajectory.normalize import normalize
 
 FILES = fixture_files()
@@ -39,6 +41,47 @@ def test_reading_only_the_needed_attributes_gives_the_same_records(path: Path) -
     assert lean.keys() == full.keys()
     for span_id, record in full.items():
         assert lean[span_id] == record, span_id
+
+
+_SCALARS = st.one_of(
+    st.text(max_size=8),  # the empty string included: it is read as a string, not taken for "no value"
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.floats(allow_nan=False),
+    st.binary(max_size=8),
+)
+_VALUES = st.one_of(st.none(), _SCALARS, st.lists(_SCALARS, max_size=3))
+_KEYS = st.sampled_from(
+    [sc.TOOL_NAME, sc.INPUT_TOKEN_KEYS[0], sc.TOOL_ARGUMENT_KEYS[0], "llm.output_messages.0.x", "server.address"]
+)
+
+
+def _set_value(target: Any, value: Any) -> None:
+    if value is None:
+        return  # an AnyValue with no value set
+    if isinstance(value, list):
+        target.array_value.SetInParent()
+        for item in value:
+            _set_value(target.array_value.values.add(), item)
+        return
+    field = {bool: "bool_value", int: "int_value", float: "double_value", str: "string_value", bytes: "bytes_value"}
+    setattr(target, field[type(value)], value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(_KEYS, _VALUES), max_size=8))
+def test_the_lean_reader_reads_every_value_type_as_the_full_reader_does(attributes: list[tuple[str, Any]]) -> None:
+    span = trace_pb2.Span()
+    for key, value in attributes:
+        _set_value(span.attributes.add(key=key).value, value)
+    request = ExportTraceServiceRequest()
+    request.resource_spans.add().scope_spans.add().spans.append(span)
+    read = parse_protobuf(request.SerializeToString()).message.resource_spans[0].scope_spans[0].spans[0]
+    full = proto_attributes(span.attributes)
+    wanted = {k: v for k, v in full.items() if k in sc.READ_KEYS or k.startswith(sc.READ_PREFIXES)}
+    lean = proto_read_attributes(read.attributes)
+    assert lean == wanted
+    assert [type(v) for v in lean.values()] == [type(wanted[k]) for k in lean]
 
 
 class _Recording(dict[str, Any]):

@@ -98,6 +98,8 @@ def _first(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
 
 
 def _int(value: Any) -> int | None:
+    if type(value) is int:
+        return value
     if value is None or isinstance(value, bool):
         return None
     try:
@@ -226,11 +228,10 @@ class _PartsRef:
 
 
 def _flat_tool_call_ids(attributes: Mapping[str, Any]) -> tuple[str, ...]:
-    keys = [
-        k
-        for k in attributes
-        if k.startswith(sc.FLAT_TOOL_CALL_ID_PREFIXES) and any(p.match(k) for p in sc.FLAT_TOOL_CALL_ID)
-    ]
+    flat = [k for k in attributes if k.startswith(sc.FLAT_TOOL_CALL_ID_PREFIXES)]
+    if not flat:  # most model spans: no flattened output at all
+        return ()
+    keys = [k for k in flat if any(p.match(k) for p in sc.FLAT_TOOL_CALL_ID)]
     return tuple(str(attributes[k]) for k in sorted(keys, key=_by_index))
 
 
