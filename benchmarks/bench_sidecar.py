@@ -87,26 +87,35 @@ BARE = textwrap.dedent(
     from starlette.applications import Starlette
     from starlette.responses import Response
     from starlette.routing import Route
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-        ExportTraceServiceRequest, ExportTraceServiceResponse)
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+    sys.path.insert(0, sys.argv[2])
+    from bench_sidecar import read_every_attribute
     OK = ExportTraceServiceResponse().SerializeToString()
     async def export(request):
-        message = ExportTraceServiceRequest()
-        message.ParseFromString(await request.body())
-        n = 0
-        for rs in message.resource_spans:
-            for kv in rs.resource.attributes:
-                n += len(kv.key)
-            for ss in rs.scope_spans:
-                for span in ss.spans:
-                    for kv in span.attributes:
-                        v = kv.value
-                        n += len(kv.key) + len(str(getattr(v, v.WhichOneof("value") or "string_value")))
+        read_every_attribute(await request.body())
         return Response(OK, media_type="application/x-protobuf")
     app = Starlette(routes=[Route("/v1/traces", export, methods=["POST"])])
     uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False)
     """
 )
+
+
+def read_every_attribute(body: bytes) -> int:
+    """What the bare receiver does with a request: parse it and read every attribute of every span."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    message = ExportTraceServiceRequest.FromString(body)
+    n = 0
+    for rs in message.resource_spans:
+        for kv in rs.resource.attributes:
+            n += len(kv.key)
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                for kv in span.attributes:
+                    v = kv.value
+                    n += len(kv.key) + len(str(getattr(v, v.WhichOneof("value") or "string_value")))
+    return n
+
 
 CONFIG = ROOT / "tests" / "sidecar" / "graders.yaml"
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -312,7 +321,7 @@ def serve(forward: str, settle: str = "100ms", *options: str) -> tuple[subproces
 
 def bare() -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-c", BARE, str(port)])
+    proc = subprocess.Popen([sys.executable, "-c", BARE, str(port), str(Path(__file__).parent)])
     wait_port(port, proc)
     return proc, port
 

@@ -1,0 +1,131 @@
+"""Where the sidecar's CPU goes, a stage at a time, beside the bare receiver's work, in one process.
+
+``bench_sidecar.py`` measures the whole server; this takes the same request bodies (both shapes) and times,
+in one thread with the garbage collector off, what each stage of ``trajgrade serve`` costs per span:
+
+- ``parse``: the request in the sidecar's read schema (``sidecar/wire.py``);
+- ``read``: the attributes normalization reads, from every span;
+- ``normalize``: the rest of reducing every span to its record (the figure is normalize minus read);
+- ``build``: every run's trajectory from its records;
+- ``graders``: the config of ``bench_sidecar.py`` on every run (timed with a fresh build, minus build,
+  because a trajectory parses its tool arguments once, when a grader first reads them);
+- ``result events``: each run's events and verdict, encoded for its root.
+
+The baseline is the bare receiver's own work (``read_every_attribute``: parse, then read every attribute).
+Stages run in shuffled order for ``ROUNDS`` rounds; each figure is the median. The sum leaves out HTTP,
+assembly and forwarding, which ``bench_sidecar.py`` includes: for half the bare receiver's rate, the
+sidecar's whole cost per span must stay within twice the bare figure.
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from _common import Figure, print_table
+from bench_sidecar import CONFIG, SHAPES, fixture_templates, make_templates, read_every_attribute, with_new_trace_ids
+
+from trajgrade import load_config
+from trajgrade.sidecar.otlp import parse_protobuf, result_fields
+from trajgrade.spans import ProtoSpan, proto_attributes, proto_read_attributes
+from trajgrade.suite import grade_run
+from trajgrade.trajectory import SpanRecord, build_trajectory, normalize
+
+ROUNDS = 7
+REQUESTS = 40
+
+
+def _bodies(shape: str) -> list[bytes]:
+    templates = make_templates(REQUESTS) if shape == "synthetic" else fixture_templates()
+    return [with_new_trace_ids(templates[i % len(templates)], 0, i) for i in range(REQUESTS)]
+
+
+def _views(messages: list[Any]) -> list[ProtoSpan]:
+    return [
+        ProtoSpan(span, proto_attributes(rs.resource.attributes), ss.scope.name, all_attributes=False)
+        for message in messages
+        for rs in message.resource_spans
+        for ss in rs.scope_spans
+        for span in ss.spans
+    ]
+
+
+def _runs(views: list[ProtoSpan]) -> list[tuple[list[SpanRecord], SpanRecord]]:
+    """Each run's records and its root (a span with no parent or a remote one), as the sidecar grades them."""
+    by_trace: dict[str, list[SpanRecord]] = {}
+    roots: list[SpanRecord] = []
+    for view in views:
+        record = normalize(view, False)
+        by_trace.setdefault(record.trace_id, []).append(record)
+        if record.parent_span_id is None or view.parent_is_remote:
+            roots.append(record)
+    return [([r for r in by_trace[root.trace_id] if r is not root], root) for root in roots]
+
+
+def stages(shape: str) -> dict[str, float]:
+    """Median microseconds per span of each stage, and of the bare receiver's work."""
+    config = load_config(CONFIG)
+    bodies = _bodies(shape)
+    messages = [parse_protobuf(b).message for b in bodies]
+    views = _views(messages)
+    runs = _runs(views)
+    reports = [grade_run(config, build_trajectory([root, *rest], root, prices=config.prices)) for rest, root in runs]
+    spans = len(views)
+
+    def fresh_views() -> None:
+        for view in views:
+            view._attributes = None  # read again, as a new request would be
+
+    timed: dict[str, Callable[[], Any]] = {
+        "bare": lambda: [read_every_attribute(b) for b in bodies],
+        "parse": lambda: [parse_protobuf(b) for b in bodies],
+        "read": lambda: [proto_read_attributes(v.raw.attributes) for v in views],
+        "normalize": lambda: (fresh_views(), [normalize(v, False) for v in views]),
+        "build": lambda: [build_trajectory([root, *rest], root, prices=config.prices) for rest, root in runs],
+        "build+graders": lambda: [
+            grade_run(config, build_trajectory([root, *rest], root, prices=config.prices)) for rest, root in runs
+        ],
+        "result events": lambda: [result_fields(r, 1) for r in reports],
+    }
+    samples: dict[str, list[float]] = {name: [] for name in timed}
+    order = list(timed)
+    for _ in range(ROUNDS):
+        random.shuffle(order)
+        for name in order:
+            gc.collect()
+            gc.disable()
+            try:
+                t0 = time.perf_counter()
+                timed[name]()
+                samples[name].append((time.perf_counter() - t0) / spans * 1e6)
+            finally:
+                gc.enable()
+    m = {name: statistics.median(values) for name, values in samples.items()}
+    return {
+        "bare": m["bare"],
+        "parse": m["parse"],
+        "read": m["read"],
+        "normalize": m["normalize"] - m["read"],
+        "build": m["build"],
+        "graders": m["build+graders"] - m["build"],
+        "result events": m["result events"],
+    }
+
+
+def figures() -> list[Figure]:
+    figs = []
+    for shape, label in SHAPES.items():
+        s = stages(shape)
+        bare = s.pop("bare")
+        total = sum(s.values())
+        figs.append(Figure(f"sidecar stages, CPU per span: {label}", total, "us", "-", True, bare, "bare receiver"))
+        figs += [Figure(f"  {name}", value, "us", "-", True, bare, "bare receiver") for name, value in s.items()]
+    return figs
+
+
+if __name__ == "__main__":
+    print_table(figures())
