@@ -89,7 +89,7 @@ BARE = textwrap.dedent(
     from starlette.routing import Route
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
     sys.path.insert(0, sys.argv[2])
-    from bench_sidecar import read_every_attribute
+    from _bare import read_every_attribute
     OK = ExportTraceServiceResponse().SerializeToString()
     async def export(request):
         read_every_attribute(await request.body())
@@ -98,23 +98,6 @@ BARE = textwrap.dedent(
     uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False)
     """
 )
-
-
-def read_every_attribute(body: bytes) -> int:
-    """What the bare receiver does with a request: parse it and read every attribute of every span."""
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
-    message = ExportTraceServiceRequest.FromString(body)
-    n = 0
-    for rs in message.resource_spans:
-        for kv in rs.resource.attributes:
-            n += len(kv.key)
-        for ss in rs.scope_spans:
-            for span in ss.spans:
-                for kv in span.attributes:
-                    v = kv.value
-                    n += len(kv.key) + len(str(getattr(v, v.WhichOneof("value") or "string_value")))
-    return n
 
 
 CONFIG = ROOT / "tests" / "sidecar" / "graders.yaml"

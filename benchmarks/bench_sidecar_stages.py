@@ -27,8 +27,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from _bare import read_every_attribute
 from _common import Figure, print_table
-from bench_sidecar import CONFIG, SHAPES, fixture_templates, make_templates, read_every_attribute, with_new_trace_ids
+from bench_sidecar import CONFIG, SHAPES, fixture_templates, make_templates, with_new_trace_ids
 
 from trajgrade import load_config
 from trajgrade.sidecar.otlp import parse_protobuf, result_fields
