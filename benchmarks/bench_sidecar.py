@@ -19,6 +19,11 @@ posts pre-encoded ``ExportTraceServiceRequest`` bodies over ``CONNECTIONS`` keep
 
 Every request carries new trace ids (patched into a template's bytes), so every run is graded: a root the
 sidecar has already seen is forwarded without grading.
+
+Then ``PROCESSES`` sidecars take the synthetic load together, and as many bare receivers, the connections
+spread over them. Every request holds whole traces, so this is the routing of the collector's load-balancing
+exporter (``routing_key: traceID``) in front of a fleet on one machine.
+
 Figures: acknowledged spans per second, p99 request latency, and the receiver's CPU time per span (from
 ``/proc``: steadier than throughput on a shared machine, and what the sidecar costs beside a collector).
 Targets: trajgrade at least 50,000 spans/s and at least half the bare receiver's rate.
@@ -35,6 +40,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from _common import Figure, print_table
@@ -46,18 +52,20 @@ CONNECTIONS = 4
 TRACES_PER_REQUEST = 16
 SPANS_PER_TRACE = 32  # a root, then 31 model and tool calls
 SPANS_PER_REQUEST = TRACES_PER_REQUEST * SPANS_PER_TRACE
+#: The synthetic load is also taken by this many sidecars, and by as many bare receivers.
+PROCESSES = 2
 
 LOADGEN = textwrap.dedent(
     """
     import json, sys, threading, time, http.client
     sys.path.insert(0, sys.argv[4])
     from bench_sidecar import fixture_templates, make_templates, with_new_trace_ids
-    port, seconds, connections = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+    ports, seconds, connections = [int(p) for p in sys.argv[1].split(",")], float(sys.argv[2]), int(sys.argv[3])
     templates = make_templates(64) if sys.argv[5] == "synthetic" else fixture_templates()
     ok, spans, refused, latencies, lock = [0], [0], [0], [], threading.Lock()
     stop_at = time.perf_counter() + seconds
     def worker(k):
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn = http.client.HTTPConnection("127.0.0.1", ports[k % len(ports)], timeout=30)
         mine, i = [], k
         while time.perf_counter() < stop_at:
             template = templates[i % len(templates)]
@@ -111,6 +119,7 @@ SHAPES = {
 
 
 Template = tuple[bytes, list[bytes], int]  # a request body, the trace ids in it, its number of spans
+Receiver = tuple[subprocess.Popen[bytes], int]  # a receiver's process and its port
 
 
 def make_templates(n: int) -> list[Template]:
@@ -263,9 +272,11 @@ def rotel(workdir: Path, http_port: int) -> subprocess.Popen[bytes]:
     return proc
 
 
-def load(port: int, shape: str = "synthetic") -> dict[str, float]:
+def load(ports: Sequence[int], shape: str = "synthetic") -> dict[str, float]:
+    """The load generator's figures; its connections are spread over ``ports``."""
+    ports_arg = ",".join(map(str, ports))
     out = subprocess.run(
-        [sys.executable, "-c", LOADGEN, str(port), str(SECONDS), str(CONNECTIONS), str(Path(__file__).parent), shape],
+        [sys.executable, "-c", LOADGEN, ports_arg, str(SECONDS), str(CONNECTIONS), str(Path(__file__).parent), shape],
         capture_output=True,
         text=True,
         check=True,
@@ -281,15 +292,15 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def load_process(proc: subprocess.Popen[bytes], port: int, shape: str) -> dict[str, float]:
-    """``load`` against a receiver, with the receiver's CPU microseconds per acknowledged span."""
-    before = cpu_seconds(proc.pid)
-    result = load(port, shape)
-    result["cpu_us_per_span"] = (cpu_seconds(proc.pid) - before) / max(1, result["spans"]) * 1e6
+def load_process(procs: Sequence[subprocess.Popen[bytes]], ports: Sequence[int], shape: str) -> dict[str, float]:
+    """``load`` against receiver processes, with their CPU microseconds (all of them) per acknowledged span."""
+    before = sum(cpu_seconds(p.pid) for p in procs)
+    result = load(ports, shape)
+    result["cpu_us_per_span"] = (sum(cpu_seconds(p.pid) for p in procs) - before) / max(1, result["spans"]) * 1e6
     return result
 
 
-def serve(forward: str, settle: str = "100ms", *options: str) -> tuple[subprocess.Popen[bytes], int]:
+def serve(forward: str, settle: str = "100ms", *options: str) -> Receiver:
     """``trajgrade serve`` with this benchmark's config on a free port, forwarding to ``forward``."""
     port = free_port()
     cmd = [str(BIN / "trajgrade"), "serve", "--config", str(CONFIG), "--otlp-http", f"127.0.0.1:{port}"]
@@ -302,11 +313,24 @@ def serve(forward: str, settle: str = "100ms", *options: str) -> tuple[subproces
     return proc, port
 
 
-def bare() -> tuple[subprocess.Popen[bytes], int]:
+def bare() -> Receiver:
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-c", BARE, str(port), str(Path(__file__).parent)])
     wait_port(port, proc)
     return proc, port
+
+
+def _start(receiver: Callable[[], Receiver], n: int) -> list[Receiver]:
+    """``n`` receivers, or none (those started are stopped when one fails to start)."""
+    started: list[Receiver] = []
+    try:
+        for _ in range(n):
+            started.append(receiver())
+    except BaseException:
+        for proc, _port in started:
+            stop(proc)
+        raise
+    return started
 
 
 def figures() -> list[Figure]:
@@ -315,30 +339,34 @@ def figures() -> list[Figure]:
     backend = api_implementation.Type()
     if backend != "upb":
         raise SystemExit(f"protobuf runs on its {backend!r} backend; the sidecar needs 'upb'")
-    results: dict[tuple[str, str], dict[str, float]] = {}
+    results: dict[tuple[str, str, int], dict[str, float]] = {}
+    runs = [(shape, 1) for shape in SHAPES] + [("synthetic", PROCESSES)]
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         sink_port = free_port()
         sink = rotel(workdir, sink_port)
         try:
-            for shape in SHAPES:
-                for name, start in (("trajgrade", lambda: serve(f"http://127.0.0.1:{sink_port}")), ("bare", bare)):
-                    proc, port = start()
+            for shape, n in runs:
+                for name, receiver in (("trajgrade", lambda: serve(f"http://127.0.0.1:{sink_port}")), ("bare", bare)):
+                    started = _start(receiver, n)
                     try:
-                        results[(name, shape)] = load_process(proc, port, shape)
+                        procs, ports = [p for p, _ in started], [port for _, port in started]
+                        results[(name, shape, n)] = load_process(procs, ports, shape)
                     finally:
-                        stop(proc)
+                        for proc, _port in started:
+                            stop(proc)
         finally:
             stop(sink)
         port = free_port()
         passthrough = rotel(workdir, port)
         try:
-            results[("rotel", "synthetic")] = load(port)
+            results[("rotel", "synthetic", 1)] = load([port])
         finally:
             stop(passthrough)
     figs = []
-    for shape, label in SHAPES.items():
-        t, b = results[("trajgrade", shape)], results[("bare", shape)]
+    for shape, n in runs:
+        t, b = results[("trajgrade", shape, n)], results[("bare", shape, n)]
+        label = SHAPES[shape] if n == 1 else f"{SHAPES[shape]}, {n} processes of each"
         figs += [
             Figure(
                 f"sidecar: receive+assemble+grade+forward, {label}",
@@ -361,7 +389,7 @@ def figures() -> list[Figure]:
             ),
             Figure("  sidecar requests refused (429)", t["refused"], "", "-", True),
         ]
-    r = results[("rotel", "synthetic")]
+    r = results[("rotel", "synthetic", 1)]
     figs += [
         Figure(f"reference: rotel pass-through, {SHAPES['synthetic']}", r["spans_per_s"], "spans/s", "-", True),
         Figure("  reference: rotel p99 request latency", r["p99"] * 1000, "ms", "-", True),
