@@ -60,13 +60,7 @@ class Assembler(Generic[T]):
             if buffer is not None and len(buffer.records) < self.max_spans_per_trace:
                 buffer.records.append(record)
                 return
-        self._add_slow(trace, record)
-
-    def _add_slow(self, trace: Hashable, record: T) -> None:
-        with self._lock:
-            reason = self._put(trace, record)
-        if reason is not None:
-            self._on_drop(reason)
+        self.extend(((trace, record),))  # a new trace, a full one, or one already graded
 
     def extend(self, items: Iterable[tuple[Hashable, T]]) -> None:
         """``add`` for many items, taking the lock once (the sidecar adds a request's spans together)."""
