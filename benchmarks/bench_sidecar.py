@@ -7,12 +7,15 @@ Three receivers take the same load in one run, one after the other, each a singl
   every attribute of every span, then answers: the baseline for Python;
 - rotel itself, receiving and exporting to its blackhole: the collector's own pass-through.
 
+And for reference, the same grading inside rotel, as its trace processor (``trajgrade.integrations.rotel``),
+on the synthetic load: the other way to run trajgrade beside a collector.
+
 The load generator (another process, so the two cores are shared as in production beside a collector)
 posts pre-encoded ``ExportTraceServiceRequest`` bodies over ``CONNECTIONS`` keep-alive connections for
 ``SECONDS`` seconds, in two shapes (``SHAPES``), each taken by trajgrade and by the bare receiver:
 
 - synthetic runs: requests of ``SPANS_PER_REQUEST`` spans, 16 whole runs of a root, model calls with token
-  counts and tool calls with arguments, about ten small attributes a span;
+  counts and tool calls with arguments, five to eight small attributes a span;
 - the test fixtures, traces the real instrumentation libraries recorded (message content, tool definitions,
   OpenInference's flattened attributes: up to 4 KB and 5 to 19 attributes a span), packed into requests of
   ``SPANS_PER_REQUEST`` spans or more.
@@ -249,8 +252,11 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-def rotel(workdir: Path, http_port: int) -> subprocess.Popen[bytes]:
+def rotel(workdir: Path, http_port: int, *, grading: bool = False) -> subprocess.Popen[bytes]:
+    """rotel exporting to its blackhole; with ``grading``, trajgrade runs inside it as its trace processor."""
     import rotel as rotel_package
+
+    import trajgrade.integrations.rotel as processor
 
     binary = Path(rotel_package.__file__).parent / "rotel-agent"
     cmd = [
@@ -267,7 +273,11 @@ def rotel(workdir: Path, http_port: int) -> subprocess.Popen[bytes]:
         "--log-file",
         str(workdir / f"rotel-{http_port}.log"),
     ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = dict(os.environ)
+    if grading:
+        cmd += ["--otlp-with-trace-processor", processor.__file__]
+        env.update(TRAJGRADE_CONFIG=str(CONFIG), PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}")
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     wait_port(http_port, proc)
     return proc
 
@@ -357,12 +367,13 @@ def figures() -> list[Figure]:
                             stop(proc)
         finally:
             stop(sink)
-        port = free_port()
-        passthrough = rotel(workdir, port)
-        try:
-            results[("rotel", "synthetic", 1)] = load([port])
-        finally:
-            stop(passthrough)
+        for name, grading in (("rotel", False), ("rotel+trajgrade", True)):
+            port = free_port()
+            collector = rotel(workdir, port, grading=grading)
+            try:
+                results[(name, "synthetic", 1)] = load_process([collector], [port], "synthetic")
+            finally:
+                stop(collector)
     figs = []
     for shape, n in runs:
         t, b = results[("trajgrade", shape, n)], results[("bare", shape, n)]
@@ -393,6 +404,21 @@ def figures() -> list[Figure]:
     figs += [
         Figure(f"reference: rotel pass-through, {SHAPES['synthetic']}", r["spans_per_s"], "spans/s", "-", True),
         Figure("  reference: rotel p99 request latency", r["p99"] * 1000, "ms", "-", True),
+        Figure("  reference: rotel CPU per span", r["cpu_us_per_span"], "us", "-", True),
+    ]
+    g, b = results[("rotel+trajgrade", "synthetic", 1)], results[("bare", "synthetic", 1)]
+    figs += [
+        Figure(
+            f"reference: trajgrade inside rotel (its trace processor), {SHAPES['synthetic']}",
+            g["spans_per_s"],
+            "spans/s",
+            "-",
+            True,
+            b["spans_per_s"],
+            "bare Python receiver",
+        ),
+        Figure("  p99 request latency", g["p99"] * 1000, "ms", "-", True, b["p99"] * 1000, "bare receiver"),
+        Figure("  CPU per span", g["cpu_us_per_span"], "us", "-", True, b["cpu_us_per_span"], "bare receiver"),
     ]
     return figs
 
