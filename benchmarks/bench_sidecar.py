@@ -256,8 +256,6 @@ def rotel(workdir: Path, http_port: int, *, grading: bool = False) -> subprocess
     """rotel exporting to its blackhole; with ``grading``, trajgrade runs inside it as its trace processor."""
     import rotel as rotel_package
 
-    import trajgrade.integrations.rotel as processor
-
     binary = Path(rotel_package.__file__).parent / "rotel-agent"
     cmd = [
         str(binary),
@@ -275,6 +273,8 @@ def rotel(workdir: Path, http_port: int, *, grading: bool = False) -> subprocess
     ]
     env = dict(os.environ)
     if grading:
+        import trajgrade.integrations.rotel as processor
+
         cmd += ["--otlp-with-trace-processor", processor.__file__]
         env.update(TRAJGRADE_CONFIG=str(CONFIG), PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}")
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)

@@ -25,8 +25,8 @@ from trajgrade import semconv as sc
 __all__ = ["JsonSpan", "ProtoSpan", "SdkSpan", "SpanEvent", "SpanView"]
 
 STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
-# OTLP span flags: bit 8 says whether bit 9 (parent is remote) is known.
-_FLAG_HAS_IS_REMOTE, _FLAG_IS_REMOTE = 0x100, 0x200
+#: OTLP span flags: bit 8 says whether bit 9 (the parent is remote) is known.
+FLAG_HAS_IS_REMOTE, FLAG_IS_REMOTE = 0x100, 0x200
 _EMPTY: Mapping[str, Any] = {}
 
 
@@ -298,10 +298,7 @@ class ProtoSpan:
 
     @property
     def parent_is_remote(self) -> bool | None:
-        flags = self._span.flags
-        if not self._span.parent_span_id or not flags & _FLAG_HAS_IS_REMOTE:
-            return None
-        return bool(flags & _FLAG_IS_REMOTE)
+        return otlp_parent_is_remote(self._span.parent_span_id, self._span.flags)
 
     @property
     def name(self) -> str:
@@ -345,6 +342,13 @@ class ProtoSpan:
     @property
     def scope_name(self) -> str:
         return self._scope
+
+
+def otlp_parent_is_remote(parent_span_id: bytes, flags: int) -> bool | None:
+    """Whether an OTLP span's parent is remote; ``None`` when it has no parent or its flags do not say."""
+    if not parent_span_id or not flags & FLAG_HAS_IS_REMOTE:
+        return None
+    return bool(flags & FLAG_IS_REMOTE)
 
 
 def iter_proto_request(request: Any) -> Iterator[ProtoSpan]:

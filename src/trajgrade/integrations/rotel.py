@@ -24,13 +24,12 @@ from typing import Any
 from trajgrade import semconv as sc
 from trajgrade.assembler import Assembler
 from trajgrade.emit import report_attributes, result_attributes
-from trajgrade.spans import SpanEvent, make_event
+from trajgrade.spans import SpanEvent, make_event, otlp_parent_is_remote
 from trajgrade.trajectory.normalize import SpanRecord, normalize
 
 __all__ = ["RotelGrader", "process_spans"]
 
 logger = logging.getLogger(__name__)
-_FLAG_HAS_IS_REMOTE, _FLAG_IS_REMOTE = 0x100, 0x200
 _EMPTY: Mapping[str, Any] = {}
 
 
@@ -75,10 +74,7 @@ class RotelSpan:
 
     @property
     def parent_is_remote(self) -> bool | None:
-        flags = int(self._span.flags)
-        if not self._span.parent_span_id or not flags & _FLAG_HAS_IS_REMOTE:
-            return None
-        return bool(flags & _FLAG_IS_REMOTE)
+        return otlp_parent_is_remote(bytes(self._span.parent_span_id), int(self._span.flags))
 
     @property
     def status_code(self) -> int:

@@ -39,14 +39,13 @@ from trajgrade.grading import Grading
 from trajgrade.sidecar.forward import Batch, Forwarder
 from trajgrade.sidecar.otlp import TraceRequest, result_fields
 from trajgrade.sidecar.wire import ReadSpan, SpliceRequest
-from trajgrade.spans import ProtoSpan, proto_attributes
+from trajgrade.spans import FLAG_HAS_IS_REMOTE, FLAG_IS_REMOTE, ProtoSpan, proto_attributes
 from trajgrade.suite import RunReport
 from trajgrade.trajectory.normalize import SpanRecord, normalize
 
 __all__ = ["Pipeline"]
 
 logger = logging.getLogger(__name__)
-_FLAG_HAS_IS_REMOTE, _FLAG_IS_REMOTE = 0x100, 0x200
 _SEEN_ROOTS = 65_536
 #: Roots graded in one pass go downstream together (concatenated requests are one request), this many at most.
 _ROOTS_PER_BATCH = 512
@@ -65,7 +64,7 @@ class _Held:
 def _is_root(span: Any) -> bool:
     if not span.parent_span_id:
         return True
-    return bool(span.flags & _FLAG_HAS_IS_REMOTE and span.flags & _FLAG_IS_REMOTE)
+    return bool(span.flags & FLAG_HAS_IS_REMOTE and span.flags & FLAG_IS_REMOTE)  # inline: runs for every span
 
 
 class SidecarMetrics:

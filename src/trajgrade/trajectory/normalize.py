@@ -228,10 +228,13 @@ class _PartsRef:
 
 
 def _flat_tool_call_ids(attributes: Mapping[str, Any]) -> tuple[str, ...]:
-    flat = [k for k in attributes if k.startswith(sc.FLAT_TOOL_CALL_ID_PREFIXES)]
-    if not flat:  # most model spans: no flattened output at all
+    keys = [
+        k
+        for k in attributes
+        if k.startswith(sc.FLAT_TOOL_CALL_ID_PREFIXES) and any(p.match(k) for p in sc.FLAT_TOOL_CALL_ID)
+    ]
+    if not keys:  # most model spans: no flattened output at all
         return ()
-    keys = [k for k in flat if any(p.match(k) for p in sc.FLAT_TOOL_CALL_ID)]
     return tuple(str(attributes[k]) for k in sorted(keys, key=_by_index))
 
 
