@@ -36,6 +36,15 @@ def test_pass_on_paging_and_scope_by_tools() -> None:
     assert grade("tools: ['^ping$']", stuck).status == "fail"
 
 
+def test_results_that_change_anywhere_are_progress() -> None:
+    """Polling a long job log: the same call, a result that grows at its end, far past any prefix."""
+    log = "x" * 10_000
+    polling = run(*[tool("job_log", {"id": 7}, {"log": log + "step " * k}) for k in range(6)])
+    assert grade("max_repeats: 3", polling).status == "pass"
+    stuck = run(*[tool("job_log", {"id": 7}, {"log": log}) for _ in range(6)])
+    assert grade("max_repeats: 3", stuck).status == "fail"
+
+
 def test_not_evaluable_without_arguments() -> None:
     t = run(llm(), tool("search"), tool("search"))
     r = grade("max_repeats: 3", t)

@@ -22,6 +22,7 @@ to the one a period before it. Arguments not captured: not evaluable (nothing to
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from typing import Annotated, Any
@@ -86,13 +87,15 @@ def similarity(a: dict[str, Any], b: dict[str, Any]) -> float:
     return equal / (len(a) + len(b) - shared)
 
 
-def _result_key(step: Step) -> str | None:
+def _result_key(step: Step) -> bytes | None:
+    """A digest of the whole result (keys sorted), so that results differing anywhere count as progress."""
     if step.tool is None or not step.tool.result_captured:
         return None
     try:
-        return json.dumps(step.tool.result, sort_keys=True, default=str)[:4096]
+        text = json.dumps(step.tool.result, sort_keys=True, default=str)
     except (TypeError, ValueError):
-        return str(step.tool.result)[:4096]
+        text = str(step.tool.result)
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def _loops(
@@ -101,9 +104,9 @@ def _loops(
     """(start, end, period, similarities) of every repetition longer than max_repeats, longest first."""
     found: list[tuple[int, int, int, list[float]]] = []
     n = len(calls)
-    results: list[str | None | bool] = [False] * n  # computed on first use: most pairs never get that far
+    results: list[bytes | None | bool] = [False] * n  # computed on first use: most pairs never get that far
 
-    def result(k: int) -> str | None:
+    def result(k: int) -> bytes | None:
         if results[k] is False:
             results[k] = _result_key(calls[k])
         return results[k]  # type: ignore[return-value]
