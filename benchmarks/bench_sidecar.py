@@ -344,11 +344,11 @@ def _start(receiver: Callable[[], Receiver], n: int) -> list[Receiver]:
 
 
 def figures() -> list[Figure]:
-    from google.protobuf.internal import api_implementation
+    from trajgrade.sidecar.server import protobuf_backend_warning
 
-    backend = api_implementation.Type()
-    if backend != "upb":
-        raise SystemExit(f"protobuf runs on its {backend!r} backend; the sidecar needs 'upb'")
+    slow = protobuf_backend_warning()
+    if slow:
+        raise SystemExit(slow)
     results: dict[tuple[str, str, int], dict[str, float]] = {}
     runs = [(shape, 1) for shape in SHAPES] + [("synthetic", PROCESSES)]
     with tempfile.TemporaryDirectory() as tmp:
