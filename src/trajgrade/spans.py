@@ -25,8 +25,8 @@ from trajgrade import semconv as sc
 __all__ = ["JsonSpan", "ProtoSpan", "SdkSpan", "SpanEvent", "SpanView"]
 
 STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
-#: OTLP span flags: bit 8 says whether bit 9 (the parent is remote) is known.
-FLAG_HAS_IS_REMOTE, FLAG_IS_REMOTE = 0x100, 0x200
+# OTLP span flags: bit 8 says whether bit 9 (the parent is remote) is known.
+_FLAG_HAS_IS_REMOTE, _FLAG_IS_REMOTE = 0x100, 0x200
 _EMPTY: Mapping[str, Any] = {}
 
 
@@ -243,12 +243,7 @@ def proto_read_attributes(kvs: Any) -> dict[str, Any]:
     for key in kvs:  # the sidecar's hottest loop: inline, and no AnyValue is touched for other keys
         if key in keys or key.startswith(prefixes):
             value = kvs[key]
-            text = value.string_value  # most values are strings: one read instead of WhichOneof and getattr
-            if text:
-                out[key] = text
-            else:
-                which = value.WhichOneof("value")
-                out[key] = getattr(value, which) if which in _SCALARS else proto_value(value)
+            out[key] = value.string_value or _plain(value)  # most values are strings: one read, no call
     return out
 
 
@@ -346,9 +341,9 @@ class ProtoSpan:
 
 def otlp_parent_is_remote(parent_span_id: bytes, flags: int) -> bool | None:
     """Whether an OTLP span's parent is remote; ``None`` when it has no parent or its flags do not say."""
-    if not parent_span_id or not flags & FLAG_HAS_IS_REMOTE:
+    if not parent_span_id or not flags & _FLAG_HAS_IS_REMOTE:
         return None
-    return bool(flags & FLAG_IS_REMOTE)
+    return bool(flags & _FLAG_IS_REMOTE)
 
 
 def iter_proto_request(request: Any) -> Iterator[ProtoSpan]:

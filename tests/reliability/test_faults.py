@@ -46,29 +46,12 @@ def test_serve_with_a_bad_config_exits_2_naming_file_line_and_field(tmp_path: Pa
 def test_serve_on_protobufs_pure_python_backend_says_so_and_still_serves(tmp_path: Path) -> None:
     config = tmp_path / "graders.yaml"
     config.write_text("graders:\n  - type: token-budget\n    config: {max: 100}\n")
-    port = free_port()
-    env = {**os.environ, "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION": "python"}
-    proc = subprocess.Popen(
-        [str(BIN / "trajgrade"), "serve", "--config", str(config), "--otlp-http", f"127.0.0.1:{port}"],
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                time.sleep(0.1)
+    with serve(tmp_path, config, [], env={"PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION": "python"}) as s:
         body = run_request(1).SerializeToString()
-        assert requests.post(f"http://127.0.0.1:{port}/v1/traces", body, headers=PROTOBUF, timeout=30).ok
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 0, stderr
-    assert "protobuf runs on its 'python' backend (PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python is set)" in stderr
+        assert requests.post(f"{s.url}/v1/traces", body, headers=PROTOBUF, timeout=30).ok
+        assert s.stop() == 0
+    log = s.out.read_text()
+    assert "protobuf runs on its 'python' backend (PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python is set)" in log
 
 
 def test_a_bad_config_in_the_agent_leaves_it_running_ungraded(tmp_path: Path) -> None:

@@ -217,8 +217,10 @@ class Serve:
 
 
 @contextmanager
-def serve(workdir: Path, config: Path, forward: list[str], *extra: str) -> Iterator[Serve]:
-    """``trajgrade serve`` as a subprocess, exactly as a user runs it."""
+def serve(
+    workdir: Path, config: Path, forward: list[str], *extra: str, env: dict[str, str] | None = None
+) -> Iterator[Serve]:
+    """``trajgrade serve`` as a subprocess, exactly as a user runs it (``env``: variables to set for it)."""
     http, grpc, metrics = free_port(), free_port(), free_port()
     exe = shutil.which("trajgrade", path=str(BIN)) or "trajgrade"
     cmd = [
@@ -237,7 +239,7 @@ def serve(workdir: Path, config: Path, forward: list[str], *extra: str) -> Itera
     ]
     out = workdir / f"serve-{http}.out"
     log = open(out, "wb")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
     s = Serve(proc, http, grpc, metrics, out)
     try:
         _wait_port(http, proc, "trajgrade serve")

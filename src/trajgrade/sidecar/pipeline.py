@@ -39,7 +39,7 @@ from trajgrade.grading import Grading
 from trajgrade.sidecar.forward import Batch, Forwarder
 from trajgrade.sidecar.otlp import TraceRequest, result_fields
 from trajgrade.sidecar.wire import ReadSpan, SpliceRequest
-from trajgrade.spans import FLAG_HAS_IS_REMOTE, FLAG_IS_REMOTE, ProtoSpan, proto_attributes
+from trajgrade.spans import ProtoSpan, otlp_parent_is_remote, proto_attributes
 from trajgrade.suite import RunReport
 from trajgrade.trajectory.normalize import SpanRecord, normalize
 
@@ -62,9 +62,7 @@ class _Held:
 
 
 def _is_root(span: Any) -> bool:
-    if not span.parent_span_id:
-        return True
-    return bool(span.flags & FLAG_HAS_IS_REMOTE and span.flags & FLAG_IS_REMOTE)  # inline: runs for every span
+    return not span.parent_span_id or otlp_parent_is_remote(span.parent_span_id, span.flags) is True
 
 
 class SidecarMetrics:
