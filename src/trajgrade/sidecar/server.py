@@ -27,6 +27,7 @@ from trajgrade.config import Config
 from trajgrade.sidecar.pipeline import Pipeline
 from trajgrade.sidecar.receivers import Limits, grpc_server, http_app
 from trajgrade.suite import RunReport
+from trajgrade.trajectory.cost import load_prices
 
 __all__ = ["Sidecar", "SidecarOptions", "serve"]
 
@@ -200,6 +201,7 @@ def serve(config: Config, options: SidecarOptions) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    load_prices()
     sidecar = Sidecar(config, options).start()
     _tune_gc()
     endpoints = [
