@@ -55,10 +55,11 @@ def call_cost(
 
 
 def load_prices() -> None:
-    """Load genai-prices' bundled table now rather than on the first priced call (about 0.15 s here).
+    """Load genai-prices' bundled table now rather than on the first priced call.
 
-    A server calls this before it takes traffic, so that its first runs do not wait for it, and so that the
-    table is among what start-up allocated (``serve`` freezes that out of garbage collection).
+    That takes about 0.15 s on the benchmark machine. A server calls this before it takes traffic, so that its
+    first runs do not wait for it, and so that the table is among what start-up allocated (``serve`` freezes
+    that out of garbage collection).
     """
     try:
         from genai_prices import data_snapshot
