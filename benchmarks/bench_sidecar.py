@@ -140,7 +140,7 @@ def fixture_templates() -> list[Template]:
     for path in files:
         request = decode_body(path.read_bytes(), "application/json", "", max_decompressed=1 << 26)
         pending += request.body  # concatenated requests are one request holding both (protobuf merges them)
-        spans += request.spans
+        spans += len(request.spans)
         if spans >= SPANS_PER_REQUEST:
             templates.append(_template(pending))
             pending, spans = b"", 0

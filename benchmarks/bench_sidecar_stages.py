@@ -3,10 +3,9 @@
 ``bench_sidecar.py`` measures the whole server; this takes the same request bodies (both shapes) and times,
 in one thread with the garbage collector off, what each stage of ``trajgrade serve`` costs per span:
 
-- ``parse``: the request in the sidecar's read schema (``sidecar/wire.py``);
-- ``read``: the attributes normalization reads, from every span;
-- ``normalize``: the rest of reducing every span to its record, from a new view of it as the sidecar makes
-  (the figure is normalize minus read);
+- ``read``: the request read by ``sidecar/_otlpread.c`` into span views, with the attributes normalization
+  reads;
+- ``normalize``: every span reduced to its record;
 - ``build``: every run's trajectory from its records;
 - ``graders``: the config of ``bench_sidecar.py`` on every run (timed with a fresh build, minus build,
   because a trajectory parses its tool arguments once, when a grader first reads them);
@@ -33,8 +32,8 @@ from _common import Figure, print_table
 from bench_sidecar import CONFIG, SHAPES, fixture_templates, make_templates, with_new_trace_ids
 
 from trajgrade import load_config
+from trajgrade.sidecar._otlpread import Span
 from trajgrade.sidecar.otlp import parse_protobuf, result_fields
-from trajgrade.spans import ProtoSpan, proto_attributes, proto_read_attributes
 from trajgrade.suite import grade_run
 from trajgrade.trajectory import SpanRecord, build_trajectory, normalize
 
@@ -42,7 +41,7 @@ ROUNDS = 7
 REQUESTS = 40
 #: The sidecar's two busy threads: the receiver records every span, the grader builds, grades and encodes.
 SIDES = {
-    "receiving (the receiver's thread)": ("parse", "read", "normalize"),
+    "receiving (the receiver's thread)": ("read", "normalize"),
     "grading (the grader's thread)": ("build", "graders", "result events"),
 }
 
@@ -52,22 +51,7 @@ def _bodies(shape: str) -> list[bytes]:
     return [with_new_trace_ids(templates[i % len(templates)], 0, i) for i in range(REQUESTS)]
 
 
-def _spans(messages: list[Any]) -> list[tuple[Any, dict[str, Any], str]]:
-    """Every span of the parsed requests, with its resource's attributes and its scope's name."""
-    return [
-        (span, proto_attributes(rs.resource.attributes), ss.scope.name)
-        for message in messages
-        for rs in message.resource_spans
-        for ss in rs.scope_spans
-        for span in ss.spans
-    ]
-
-
-def _view(span: Any, resource: dict[str, Any], scope: str) -> ProtoSpan:
-    return ProtoSpan(span, resource, scope, all_attributes=False)
-
-
-def _runs(views: list[ProtoSpan]) -> list[tuple[list[SpanRecord], SpanRecord]]:
+def _runs(views: list[Span]) -> list[tuple[list[SpanRecord], SpanRecord]]:
     """Each run's records and its root (a span with no parent or a remote one), as the sidecar grades them."""
     by_trace: dict[str, list[SpanRecord]] = {}
     roots: list[SpanRecord] = []
@@ -83,16 +67,14 @@ def stages(shape: str) -> dict[str, float]:
     """Median microseconds per span of each stage, and of the bare receiver's work."""
     config = load_config(CONFIG)
     bodies = _bodies(shape)
-    messages = [parse_protobuf(b).message for b in bodies]
-    spans = _spans(messages)
-    runs = _runs([_view(*s) for s in spans])
+    spans = [span for b in bodies for span in parse_protobuf(b).spans]
+    runs = _runs(spans)
     reports = [grade_run(config, build_trajectory([root, *rest], root, prices=config.prices)) for rest, root in runs]
 
     timed: dict[str, Callable[[], Any]] = {
         "bare": lambda: [read_every_attribute(b) for b in bodies],
-        "parse": lambda: [parse_protobuf(b) for b in bodies],
-        "read": lambda: [proto_read_attributes(span.attributes) for span, _, _ in spans],
-        "normalize": lambda: [normalize(_view(*s), False) for s in spans],
+        "read": lambda: [parse_protobuf(b) for b in bodies],
+        "normalize": lambda: [normalize(span, False) for span in spans],
         "build": lambda: [build_trajectory([root, *rest], root, prices=config.prices) for rest, root in runs],
         "build+graders": lambda: [
             grade_run(config, build_trajectory([root, *rest], root, prices=config.prices)) for rest, root in runs
@@ -115,9 +97,8 @@ def stages(shape: str) -> dict[str, float]:
     m = {name: statistics.median(values) for name, values in samples.items()}
     return {
         "bare": m["bare"],
-        "parse": m["parse"],
         "read": m["read"],
-        "normalize": m["normalize"] - m["read"],
+        "normalize": m["normalize"],
         "build": m["build"],
         "graders": m["build+graders"] - m["build"],
         "result events": m["result events"],

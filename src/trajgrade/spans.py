@@ -1,8 +1,10 @@
 """One read-only view over the three shapes a span arrives in.
 
 - :class:`SdkSpan` wraps an SDK ``ReadableSpan``, or the parts of one that the processor buffers;
-- :class:`ProtoSpan` wraps an OTLP protobuf ``Span`` with its resource and scope (the sidecar, binary files);
-- :class:`JsonSpan` wraps an OTLP/JSON span object (files, OTLP/HTTP JSON bodies).
+- :class:`ProtoSpan` wraps an OTLP protobuf ``Span`` with its resource and scope (binary files);
+- :class:`JsonSpan` wraps an OTLP/JSON span object (files).
+
+The sidecar reads its requests with ``sidecar/_otlpread.c``, whose spans have the same fields.
 
 Every view gives ids as lower-case hex strings, times in Unix nanoseconds, the status code as the OTLP
 number (0 unset, 1 ok, 2 error), and attributes as plain Python values: arrays become tuples and
@@ -19,8 +21,6 @@ from typing import Any, Protocol
 from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 from opentelemetry.sdk.trace import ReadableSpan
-
-from trajgrade import semconv as sc
 
 __all__ = ["JsonSpan", "ProtoSpan", "SdkSpan", "SpanEvent", "SpanView"]
 
@@ -217,10 +217,7 @@ def proto_value(value: common_pb2.AnyValue) -> Any:
 
 
 def proto_attributes(kvs: Any) -> dict[str, Any]:
-    """Turn OTLP attributes into a dict: a repeated ``KeyValue`` (a later duplicate key wins, as in the SDK),
-    or the ``map<string, AnyValue>`` of the sidecar's read schema (``sidecar/wire.py``)."""
-    if type(kvs) is not _REPEATED:
-        return {key: _plain(value) for key, value in kvs.items()}
+    """Turn OTLP attributes (a repeated ``KeyValue``) into a dict; a later duplicate key wins, as in the SDK."""
     out: dict[str, Any] = {}
     for kv in kvs:  # scalars are read inline: this loop runs for every attribute of every span
         value = kv.value
@@ -234,44 +231,15 @@ def proto_attributes(kvs: Any) -> dict[str, Any]:
     return out
 
 
-def proto_read_attributes(kvs: Any) -> dict[str, Any]:
-    """Like :func:`proto_attributes`, for the keys normalization reads only (``semconv.READ_KEYS``)."""
-    keys, prefixes = sc.READ_KEYS, sc.READ_PREFIXES
-    if type(kvs) is _REPEATED:
-        return {kv.key: _plain(kv.value) for kv in kvs if kv.key in keys or kv.key.startswith(prefixes)}
-    out: dict[str, Any] = {}
-    for key in kvs:  # the sidecar's hottest loop: inline, and no AnyValue is touched for other keys
-        if key in keys or key.startswith(prefixes):
-            value = kvs[key]
-            out[key] = value.string_value or _plain(value)  # most values are strings: one read, no call
-    return out
-
-
-def _plain(value: common_pb2.AnyValue) -> Any:
-    which = value.WhichOneof("value")
-    return getattr(value, which) if which in _SCALARS else proto_value(value)
-
-
-_REPEATED = type(trace_pb2.Span().attributes)  # a repeated KeyValue; the other shape is a map
-_SCALARS = frozenset({"string_value", "int_value", "bool_value", "double_value", "bytes_value"})
-
-
 class ProtoSpan:
-    """A view over an OTLP protobuf span; attributes are decoded once, on first use.
+    """A view over an OTLP protobuf span; attributes are decoded once, on first use."""
 
-    With ``all_attributes=False`` only the attributes normalization reads are decoded (for spans whose
-    record will not keep the rest).
-    """
+    __slots__ = ("_attributes", "_resource", "_scope", "_span")
 
-    __slots__ = ("_all", "_attributes", "_resource", "_scope", "_span")
-
-    def __init__(
-        self, span: trace_pb2.Span, resource: Mapping[str, Any], scope: str, *, all_attributes: bool = True
-    ) -> None:
+    def __init__(self, span: trace_pb2.Span, resource: Mapping[str, Any], scope: str) -> None:
         self._span = span
         self._resource = resource
         self._scope = scope
-        self._all = all_attributes
         self._attributes: dict[str, Any] | None = None
 
     @property
@@ -322,8 +290,7 @@ class ProtoSpan:
     @property
     def attributes(self) -> Mapping[str, Any]:
         if self._attributes is None:
-            read = proto_attributes if self._all else proto_read_attributes
-            self._attributes = read(self._span.attributes)
+            self._attributes = proto_attributes(self._span.attributes)
         return self._attributes
 
     @property

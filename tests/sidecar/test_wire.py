@@ -1,15 +1,10 @@
-"""The sidecar's partial wire schemas read the real fixtures exactly as the full readers do."""
+"""The sidecar's splice schema, the keys normalization reads, and the result fields added to a root."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from conftest import fixture_files
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1 import trace_pb2
 
@@ -17,71 +12,11 @@ from trajgrade import semconv as sc
 from trajgrade.config import parse_config
 from trajgrade.grading import Grading
 from trajgrade.readers import read_path
-from trajgrade.sidecar.otlp import decode_body, parse_protobuf, result_fields
+from trajgrade.sidecar.otlp import decode_body, result_fields
 from trajgrade.sidecar.wire import SpliceRequest
-from trajgrade.spans import ProtoSpan, proto_attributes, proto_read_attributes
 from trajgrade.trajectory.normalize import normalize
 
 FILES = fixture_files()
-
-
-def _read_spans(path: Path) -> Iterator[Any]:
-    request = decode_body(path.read_bytes(), "application/json", "", max_decompressed=1 << 26)
-    for rs in request.message.resource_spans:
-        resource = proto_attributes(rs.resource.attributes)
-        for ss in rs.scope_spans:
-            for span in ss.spans:
-                yield ProtoSpan(span, resource, ss.scope.name, all_attributes=False)
-
-
-@pytest.mark.parametrize("path", FILES, ids=[f"{p.parent.parent.name}/{p.parent.name}/{p.stem}" for p in FILES])
-def test_reading_only_the_needed_attributes_gives_the_same_records(path: Path) -> None:
-    full = {v.span_id: normalize(v, False) for v in read_path(str(path))}
-    lean = {v.span_id: normalize(v, False) for v in _read_spans(path)}
-    assert lean.keys() == full.keys()
-    for span_id, record in full.items():
-        assert lean[span_id] == record, span_id
-
-
-_SCALARS = st.one_of(
-    st.text(max_size=8),  # the empty string included: it is read as a string, not taken for "no value"
-    st.booleans(),
-    st.integers(min_value=-(2**63), max_value=2**63 - 1),
-    st.floats(allow_nan=False),
-    st.binary(max_size=8),
-)
-_VALUES = st.one_of(st.none(), _SCALARS, st.lists(_SCALARS, max_size=3))
-_KEYS = st.sampled_from(
-    [sc.TOOL_NAME, sc.INPUT_TOKEN_KEYS[0], sc.TOOL_ARGUMENT_KEYS[0], "llm.output_messages.0.x", "server.address"]
-)
-
-
-def _set_value(target: Any, value: Any) -> None:
-    if value is None:
-        return  # an AnyValue with no value set
-    if isinstance(value, list):
-        target.array_value.SetInParent()
-        for item in value:
-            _set_value(target.array_value.values.add(), item)
-        return
-    field = {bool: "bool_value", int: "int_value", float: "double_value", str: "string_value", bytes: "bytes_value"}
-    setattr(target, field[type(value)], value)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(_KEYS, _VALUES), max_size=8))
-def test_the_lean_reader_reads_every_value_type_as_the_full_reader_does(attributes: list[tuple[str, Any]]) -> None:
-    span = trace_pb2.Span()
-    for key, value in attributes:
-        _set_value(span.attributes.add(key=key).value, value)
-    request = ExportTraceServiceRequest()
-    request.resource_spans.add().scope_spans.add().spans.append(span)
-    read = parse_protobuf(request.SerializeToString()).message.resource_spans[0].scope_spans[0].spans[0]
-    full = proto_attributes(span.attributes)
-    wanted = {k: v for k, v in full.items() if k in sc.READ_KEYS or k.startswith(sc.READ_PREFIXES)}
-    lean = proto_read_attributes(read.attributes)
-    assert lean == wanted
-    assert [type(v) for v in lean.values()] == [type(wanted[k]) for k in lean]
 
 
 class _Recording(dict[str, Any]):
@@ -131,15 +66,6 @@ def test_splicing_keeps_every_span_byte_for_byte() -> None:
     original = ExportTraceServiceRequest.FromString(request.body)
     spans = [s.SerializeToString() for rs in original.resource_spans for ss in rs.scope_spans for s in ss.spans]
     assert [s for rs in splice.resource_spans for ss in rs.scope_spans for s in ss.spans] == spans
-
-
-def test_a_later_duplicate_key_wins_as_in_the_sdk() -> None:
-    request = ExportTraceServiceRequest()
-    span = request.resource_spans.add().scope_spans.add().spans.add(trace_id=b"t" * 16, span_id=b"s" * 8)
-    span.attributes.add(key="gen_ai.tool.name").value.string_value = "first"
-    span.attributes.add(key="gen_ai.tool.name").value.string_value = "second"
-    read = parse_protobuf(request.SerializeToString()).message.resource_spans[0].scope_spans[0].spans[0]
-    assert ProtoSpan(read, {}, "", all_attributes=False).attributes == {"gen_ai.tool.name": "second"}
 
 
 def test_result_fields_appended_to_a_root_add_its_events_and_verdict() -> None:

@@ -4,7 +4,7 @@ A body is an ``ExportTraceServiceRequest`` as binary protobuf (``application/x-p
 (``application/json``: hex trace and span ids, as the specification writes them; base64 ids of plain proto3
 JSON are accepted too), optionally gzip-compressed. Every problem is a :class:`BadRequest` with the HTTP
 status and a message that names it. An accepted body becomes a :class:`TraceRequest`: its protobuf bytes
-(forwarded as they are) and their parse in the read schema of ``wire.py``.
+(forwarded as they are) and their spans, read by ``_otlpread.c`` with the attributes normalization reads.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf import json_format
-from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -28,7 +27,7 @@ from opentelemetry.proto.trace.v1 import trace_pb2
 
 from trajgrade import semconv as sc
 from trajgrade.emit import report_attributes, result_attributes
-from trajgrade.sidecar.wire import ReadRequest
+from trajgrade.sidecar._otlpread import Span, read_request
 from trajgrade.suite import RunReport
 
 __all__ = [
@@ -57,22 +56,19 @@ class BadRequest(Exception):
 
 @dataclass(slots=True)
 class TraceRequest:
-    """An accepted export request: its protobuf bytes, their parse in the read schema, and its span count."""
+    """An accepted export request: its protobuf bytes and its spans (with the attributes normalization reads)."""
 
     body: bytes
-    message: Any  # wire.ReadRequest
-    spans: int
+    spans: list[Span]
 
 
 def parse_protobuf(body: bytes) -> TraceRequest:
-    """Parse a binary ``ExportTraceServiceRequest`` (raises :class:`BadRequest`)."""
-    message = ReadRequest()
+    """Read a binary ``ExportTraceServiceRequest`` (raises :class:`BadRequest`)."""
     try:
-        message.ParseFromString(body)
-    except DecodeError as e:
+        spans = read_request(body, sc.READ_KEYS, sc.READ_PREFIXES)
+    except ValueError as e:
         raise BadRequest(400, f"body is not a protobuf ExportTraceServiceRequest: {e}") from None
-    spans = sum(len(ss.spans) for rs in message.resource_spans for ss in rs.scope_spans)
-    return TraceRequest(body, message, spans)
+    return TraceRequest(body, spans)
 
 
 def decode_body(body: bytes, content_type: str, content_encoding: str, *, max_decompressed: int) -> TraceRequest:

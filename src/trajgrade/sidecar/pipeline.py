@@ -36,10 +36,10 @@ from trajgrade._internal import internal_errors
 from trajgrade.assembler import Assembler
 from trajgrade.config import Config
 from trajgrade.grading import Grading
+from trajgrade.sidecar._otlpread import Span, read_span
 from trajgrade.sidecar.forward import Batch, Forwarder
 from trajgrade.sidecar.otlp import TraceRequest, result_fields
-from trajgrade.sidecar.wire import ReadSpan, SpliceRequest
-from trajgrade.spans import ProtoSpan, otlp_parent_is_remote, proto_attributes
+from trajgrade.sidecar.wire import SpliceRequest
 from trajgrade.suite import RunReport
 from trajgrade.trajectory.normalize import SpanRecord, normalize
 
@@ -53,7 +53,7 @@ _ROOTS_PER_BATCH = 512
 
 @dataclass(slots=True)
 class _Held:
-    trace_id: bytes
+    trace_id: str
     span: bytes  # the root, as it arrived
     resource: dict[str, Any]  # its resource's attributes
     scope: str
@@ -61,8 +61,8 @@ class _Held:
     ready_at: float
 
 
-def _is_root(span: Any) -> bool:
-    return not span.parent_span_id or otlp_parent_is_remote(span.parent_span_id, span.flags) is True
+def _is_root(span: Span) -> bool:
+    return span.parent_span_id is None or span.parent_is_remote is True
 
 
 class SidecarMetrics:
@@ -126,9 +126,9 @@ class Pipeline:
         # Guards admission (capacity checks and reservations) and _held; never held while sending or grading.
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
-        self._held: dict[bytes, list[_Held]] = {}
+        self._held: dict[str, list[_Held]] = {}
         # Roots already taken for grading (a sender's retry can send one twice): graded once, forwarded as sent.
-        self._seen_roots: OrderedDict[tuple[bytes, bytes], None] = OrderedDict()
+        self._seen_roots: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="trajgrade-sidecar-grader", daemon=True)
         self._thread.start()
@@ -136,7 +136,7 @@ class Pipeline:
     # --- receiving --------------------------------------------------------------------------------------------
     def submit(self, request: TraceRequest, protocol: str = "http") -> bool:
         """Admit a request (True), or refuse it whole because a buffer is full or the sidecar is stopping."""
-        spans = request.spans
+        spans = len(request.spans)
         with self._lock:
             if self._closed:
                 self.metrics.refused.add(1, {"reason": "shutting_down"})
@@ -165,38 +165,34 @@ class Pipeline:
 
     def _split(self, request: TraceRequest) -> tuple[list[_Held], bytes]:
         """Record every span; splice the roots out of the request's bytes (they wait for grading)."""
-        roots: list[tuple[int, int, int, dict[str, Any], str]] = []
-        records: list[tuple[bytes, SpanRecord]] = []
+        roots: list[Span] = []
+        records: list[tuple[str, SpanRecord]] = []
         add = records.append
-        for i, rs in enumerate(request.message.resource_spans):
-            resource = proto_attributes(rs.resource.attributes)
-            for j, ss in enumerate(rs.scope_spans):
-                scope = ss.scope.name
-                if scope == sc.TRAJGRADE_SCOPE:
-                    continue  # trajgrade's own spans are forwarded, not graded
-                for k, span in enumerate(ss.spans):
-                    if not _is_root(span):
-                        add((span.trace_id, normalize(ProtoSpan(span, resource, scope, all_attributes=False), False)))
-                    elif self._first_time(span):
-                        roots.append((i, j, k, resource, scope))
+        for span in request.spans:
+            if span.scope_name == sc.TRAJGRADE_SCOPE:
+                continue  # trajgrade's own spans are forwarded, not graded
+            if not _is_root(span):
+                add((span.trace_id, normalize(span, False)))
+            elif self._first_time(span):
+                roots.append(span)
         self._assembler.extend(records)
         if not roots:
             return [], request.body
         splice = SpliceRequest.FromString(request.body)
         held: list[_Held] = []
         ready_at = time.monotonic() + self._settle_s
-        for i, j, k, resource, scope in reversed(roots):  # from the end, so that each index is still right
-            rs = splice.resource_spans[i]
-            ss = rs.scope_spans[j]
+        for root in reversed(roots):  # from the end, so that each index is still right
+            rs = splice.resource_spans[root.resource_index]
+            ss = rs.scope_spans[root.scope_index]
             envelope = SpliceRequest()
             out_rs = envelope.resource_spans.add(resource=rs.resource, schema_url=rs.schema_url)
             out_rs.scope_spans.add(scope=ss.scope, schema_url=ss.schema_url)
-            trace_id = request.message.resource_spans[i].scope_spans[j].spans[k].trace_id
-            held.append(_Held(trace_id, ss.spans[k], resource, scope, envelope, ready_at))
-            del ss.spans[k]
+            resource, scope = root.resource_attributes, root.scope_name
+            held.append(_Held(root.trace_id, ss.spans[root.index], resource, scope, envelope, ready_at))
+            del ss.spans[root.index]
         return held, splice.SerializeToString()
 
-    def _first_time(self, root: Any) -> bool:
+    def _first_time(self, root: Span) -> bool:
         key = (root.trace_id, root.span_id)
         with self._lock:
             if key in self._seen_roots:
@@ -229,19 +225,18 @@ class Pipeline:
                 last_expire = now
                 self._expire(now)
 
-    def _grade_trace(self, trace_id: bytes, held: list[_Held], *, partial: bool) -> list[bytes]:
+    def _grade_trace(self, trace_id: str, held: list[_Held], *, partial: bool) -> list[bytes]:
         """Grade a trace's held roots; each comes back as a one-span request with its results added."""
         records, dropped = self._assembler.snapshot(trace_id)
         out: list[bytes] = []
         for h in held:
             root = h.span
             with internal_errors("sidecar grading", self._grading.count_internal_error):
-                span = ReadSpan.FromString(h.span)
                 notes = (f"{dropped} span(s) dropped: over max_spans_per_trace",) if dropped else ()
-                record = normalize(ProtoSpan(span, h.resource, h.scope), True)
+                record = normalize(read_span(h.span, h.resource, h.scope), True)
                 report = self._grading.grade(records, record, partial=partial or dropped > 0, notes=notes)
                 if report is not None:
-                    root = h.span + result_fields(report, span.end_time_unix_nano or span.start_time_unix_nano)
+                    root = h.span + result_fields(report, record.end_unix_nano)
             h.envelope.resource_spans[0].scope_spans[0].spans.append(root)
             out.append(h.envelope.SerializeToString())
         self._assembler.pop(trace_id)

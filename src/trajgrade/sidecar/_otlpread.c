@@ -1,0 +1,669 @@
+/* OTLP trace requests read in one pass, straight from their protobuf bytes into plain Python values.
+ *
+ * The sidecar reads every span of every request it receives. Through protobuf's Python API each field
+ * read is a call into upb (about half a microsecond), and a span needs some thirty of them; this module
+ * walks the wire format once and builds the views normalization reads: ``Span`` and ``Event`` struct
+ * sequences whose fields are named as in ``trajgrade.spans.SpanView``, ids as lower-case hex, attribute
+ * values as plain Python values (arrays as tuples, key-value lists as dicts; a later duplicate key wins).
+ *
+ * It reads the schema of ``trajgrade/sidecar/wire.py``'s ``ReadRequest`` (the OTLP field numbers of
+ * ``ExportTraceServiceRequest``) and follows protobuf's parsing rules: unknown fields, and known fields
+ * with another wire type, are skipped; a singular message field given twice is merged; a scalar given twice
+ * takes the last value; strings must be UTF-8. Anything malformed raises ValueError naming the field and
+ * the byte offset. ``tests/sidecar/test_otlpread.py`` checks it against protobuf's own parser.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_DEPTH 64
+
+typedef struct {
+    const uint8_t *p;
+    const uint8_t *end;
+} Buf;
+
+typedef struct {
+    const uint8_t *base; /* the whole body, for offsets in error messages */
+    PyObject *keys;      /* a set of attribute keys to keep, or NULL for all */
+    const char **prefixes;
+    Py_ssize_t *prefix_lens;
+    Py_ssize_t n_prefixes;
+} Reader;
+
+static PyTypeObject SpanType;
+static PyTypeObject EventType;
+
+enum {
+    S_TRACE_ID, S_SPAN_ID, S_PARENT_SPAN_ID, S_PARENT_IS_REMOTE, S_NAME, S_KIND, S_START, S_END,
+    S_STATUS_CODE, S_STATUS_MESSAGE, S_ATTRIBUTES, S_EVENTS, S_RESOURCE, S_SCOPE, S_RESOURCE_INDEX,
+    S_SCOPE_INDEX, S_INDEX, S_FIELDS
+};
+
+static PyStructSequence_Field span_fields[] = {
+    {"trace_id", "lower-case hex"},
+    {"span_id", "lower-case hex"},
+    {"parent_span_id", "lower-case hex, or None"},
+    {"parent_is_remote", "from the span's flags; None when it has no parent or the flags do not say"},
+    {"name", NULL},
+    {"kind", "the OTLP SpanKind number"},
+    {"start_unix_nano", NULL},
+    {"end_unix_nano", "the start when the span has no end"},
+    {"status_code", "0 unset, 1 ok, 2 error"},
+    {"status_message", NULL},
+    {"attributes", "a dict of plain values"},
+    {"events", "a tuple of Event"},
+    {"resource_attributes", "its resource's attributes (one dict per resource)"},
+    {"scope_name", NULL},
+    {"resource_index", "the position of its ResourceSpans in the request"},
+    {"scope_index", "the position of its ScopeSpans in the ResourceSpans"},
+    {"index", "its position in the ScopeSpans"},
+    {NULL, NULL},
+};
+static PyStructSequence_Desc span_desc = {"trajgrade.sidecar._otlpread.Span", "An OTLP span, read.", span_fields,
+                                          S_FIELDS};
+
+static PyStructSequence_Field event_fields[] = {
+    {"name", NULL}, {"time_unix_nano", NULL}, {"attributes", "a dict of plain values"}, {NULL, NULL}};
+static PyStructSequence_Desc event_desc = {"trajgrade.sidecar._otlpread.Event", "A span event, read.", event_fields,
+                                           3};
+
+/* --- the wire format ------------------------------------------------------------------------------- */
+static int fail(const Reader *r, const uint8_t *at, const char *what) {
+    PyErr_Format(PyExc_ValueError, "%s at byte %zd", what, (Py_ssize_t)(at - r->base));
+    return -1;
+}
+
+static int varint(const Reader *r, Buf *b, uint64_t *out) {
+    uint64_t v = 0;
+    const uint8_t *start = b->p;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (b->p >= b->end) return fail(r, start, "truncated varint");
+        uint8_t c = *b->p++;
+        v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80)) {
+            *out = v;
+            return 0;
+        }
+    }
+    return fail(r, start, "varint longer than 10 bytes");
+}
+
+static int fixed(const Reader *r, Buf *b, int size, uint64_t *out) {
+    if (b->end - b->p < size) return fail(r, b->p, "truncated fixed-size field");
+    uint64_t v = 0;
+    for (int i = size - 1; i >= 0; i--) v = (v << 8) | b->p[i];
+    b->p += size;
+    *out = v;
+    return 0;
+}
+
+static int delimited(const Reader *r, Buf *b, Buf *out) {
+    uint64_t n;
+    const uint8_t *at = b->p;
+    if (varint(r, b, &n) < 0) return -1;
+    if (n > (uint64_t)(b->end - b->p)) return fail(r, at, "length past the end of its message");
+    out->p = b->p;
+    out->end = b->p + n;
+    b->p += n;
+    return 0;
+}
+
+static int tag(const Reader *r, Buf *b, uint32_t *field, int *wire) {
+    uint64_t key;
+    const uint8_t *at = b->p;
+    if (varint(r, b, &key) < 0) return -1;
+    if ((key >> 3) == 0 || (key >> 3) > 0x1fffffff) return fail(r, at, "invalid field number");
+    *field = (uint32_t)(key >> 3);
+    *wire = (int)(key & 7);
+    return 0;
+}
+
+static int skip(const Reader *r, Buf *b, uint32_t field, int wire, int depth) {
+    uint64_t ignored;
+    Buf inner;
+    switch (wire) {
+    case 0: return varint(r, b, &ignored);
+    case 1: return fixed(r, b, 8, &ignored);
+    case 2: return delimited(r, b, &inner);
+    case 5: return fixed(r, b, 4, &ignored);
+    case 3: /* a group: skip to its matching end */
+        if (depth >= MAX_DEPTH) return fail(r, b->p, "groups nested too deep");
+        while (b->p < b->end) {
+            uint32_t f;
+            int w;
+            if (tag(r, b, &f, &w) < 0) return -1;
+            if (w == 4) return f == field ? 0 : fail(r, b->p, "unmatched end of group");
+            if (skip(r, b, f, w, depth + 1) < 0) return -1;
+        }
+        return fail(r, b->p, "unterminated group");
+    default: return fail(r, b->p, "invalid wire type");
+    }
+}
+
+static PyObject *utf8(const Reader *r, const Buf *s, const char *field) {
+    PyObject *out = PyUnicode_DecodeUTF8((const char *)s->p, s->end - s->p, "strict");
+    if (out == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "%s is not valid UTF-8 at byte %zd", field, (Py_ssize_t)(s->p - r->base));
+    }
+    return out;
+}
+
+static PyObject *hex(const Buf *s) {
+    static const char digits[] = "0123456789abcdef";
+    Py_ssize_t n = s->end - s->p;
+    PyObject *out = PyUnicode_New(2 * n, 127);
+    if (out == NULL) return NULL;
+    Py_UCS1 *d = PyUnicode_1BYTE_DATA(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        d[2 * i] = digits[s->p[i] >> 4];
+        d[2 * i + 1] = digits[s->p[i] & 15];
+    }
+    return out;
+}
+
+static void replace(PyObject **slot, PyObject *value) {
+    Py_XSETREF(*slot, value);
+}
+
+/* --- AnyValue and KeyValue ------------------------------------------------------------------------- */
+enum { V_UNSET, V_SCALAR, V_ARRAY, V_KVLIST };
+
+typedef struct {
+    int kind;
+    PyObject *value; /* a list while an array is read, a dict for a kvlist */
+} Value;
+
+static int keyvalues(const Reader *r, Buf *b, PyObject *into, int filtered, int depth);
+
+static int anyvalue(const Reader *r, Buf *b, Value *v, int depth) {
+    if (depth >= MAX_DEPTH) return fail(r, b->p, "AnyValue nested too deep");
+    while (b->p < b->end) {
+        uint32_t field;
+        int wire;
+        uint64_t n;
+        Buf s;
+        PyObject *item;
+        if (tag(r, b, &field, &wire) < 0) return -1;
+        if (field == 1 && wire == 2) { /* string_value */
+            if (delimited(r, b, &s) < 0 || (item = utf8(r, &s, "string_value")) == NULL) return -1;
+        } else if (field == 2 && wire == 0) { /* bool_value */
+            if (varint(r, b, &n) < 0) return -1;
+            item = PyBool_FromLong(n != 0);
+        } else if (field == 3 && wire == 0) { /* int_value */
+            if (varint(r, b, &n) < 0 || (item = PyLong_FromLongLong((int64_t)n)) == NULL) return -1;
+        } else if (field == 4 && wire == 1) { /* double_value */
+            double d;
+            if (fixed(r, b, 8, &n) < 0) return -1;
+            memcpy(&d, &n, sizeof d);
+            if ((item = PyFloat_FromDouble(d)) == NULL) return -1;
+        } else if (field == 5 && wire == 2) { /* array_value: its values (field 1) are appended */
+            if (delimited(r, b, &s) < 0) return -1;
+            if (v->kind != V_ARRAY) {
+                PyObject *list = PyList_New(0);
+                if (list == NULL) return -1;
+                replace(&v->value, list);
+                v->kind = V_ARRAY;
+            }
+            while (s.p < s.end) {
+                uint32_t f;
+                int w;
+                Buf e;
+                if (tag(r, &s, &f, &w) < 0) return -1;
+                if (f != 1 || w != 2) {
+                    if (skip(r, &s, f, w, depth) < 0) return -1;
+                    continue;
+                }
+                if (delimited(r, &s, &e) < 0) return -1;
+                Value element = {V_UNSET, NULL};
+                if (anyvalue(r, &e, &element, depth + 1) < 0) {
+                    Py_XDECREF(element.value);
+                    return -1;
+                }
+                PyObject *plain = element.value ? element.value : Py_NewRef(Py_None);
+                if (element.kind == V_ARRAY) {
+                    plain = PyList_AsTuple(element.value);
+                    Py_DECREF(element.value);
+                    if (plain == NULL) return -1;
+                }
+                int rc = PyList_Append(v->value, plain);
+                Py_DECREF(plain);
+                if (rc < 0) return -1;
+            }
+            continue;
+        } else if (field == 6 && wire == 2) { /* kvlist_value */
+            if (delimited(r, b, &s) < 0) return -1;
+            if (v->kind != V_KVLIST) {
+                PyObject *dict = PyDict_New();
+                if (dict == NULL) return -1;
+                replace(&v->value, dict);
+                v->kind = V_KVLIST;
+            }
+            if (keyvalues(r, &s, v->value, 0, depth + 1) < 0) return -1;
+            continue;
+        } else if (field == 7 && wire == 2) { /* bytes_value */
+            if (delimited(r, b, &s) < 0) return -1;
+            if ((item = PyBytes_FromStringAndSize((const char *)s.p, s.end - s.p)) == NULL) return -1;
+        } else {
+            if (skip(r, b, field, wire, depth) < 0) return -1;
+            continue;
+        }
+        if (item == NULL) return -1;
+        replace(&v->value, item);
+        v->kind = V_SCALAR;
+    }
+    return 0;
+}
+
+static int wanted(const Reader *r, const Buf *key, PyObject *name) {
+    Py_ssize_t n = key->end - key->p;
+    for (Py_ssize_t i = 0; i < r->n_prefixes; i++)
+        if (n >= r->prefix_lens[i] && memcmp(key->p, r->prefixes[i], r->prefix_lens[i]) == 0) return 1;
+    return PySet_Contains(r->keys, name);
+}
+
+/* A KeyValue: the key may come after the value, and either may repeat (the last key wins; values merge). */
+static int keyvalue(const Reader *r, Buf *b, PyObject *into, int filtered, int depth) {
+    Buf key = {b->p, b->p}, s;
+    const uint8_t *start = b->p;
+    int values = 0;
+    while (b->p < b->end) {
+        uint32_t field;
+        int wire;
+        if (tag(r, b, &field, &wire) < 0) return -1;
+        if (field == 1 && wire == 2) {
+            if (delimited(r, b, &key) < 0) return -1;
+        } else if (field == 2 && wire == 2) {
+            if (delimited(r, b, &s) < 0) return -1;
+            values++;
+        } else if (skip(r, b, field, wire, depth) < 0) {
+            return -1;
+        }
+    }
+    PyObject *name = utf8(r, &key, "attribute key");
+    if (name == NULL) return -1;
+    if (filtered) {
+        int keep = wanted(r, &key, name);
+        if (keep <= 0) {
+            Py_DECREF(name);
+            return keep;
+        }
+    }
+    Value v = {V_UNSET, NULL};
+    /* Read the value occurrences in order, into one value (protobuf merges a repeated message field). */
+    Buf again = {start, b->end};
+    while (values && again.p < again.end) {
+        uint32_t field;
+        int wire;
+        if (tag(r, &again, &field, &wire) < 0) goto error;
+        if (field == 2 && wire == 2) {
+            if (delimited(r, &again, &s) < 0 || anyvalue(r, &s, &v, depth + 1) < 0) goto error;
+        } else if (skip(r, &again, field, wire, depth) < 0) {
+            goto error;
+        }
+    }
+    PyObject *plain = v.value ? v.value : Py_NewRef(Py_None);
+    if (v.kind == V_ARRAY) {
+        plain = PyList_AsTuple(v.value);
+        Py_CLEAR(v.value);
+        if (plain == NULL) goto error;
+    }
+    int rc = PyDict_SetItem(into, name, plain);
+    Py_DECREF(plain);
+    Py_DECREF(name);
+    return rc;
+error:
+    Py_XDECREF(v.value);
+    Py_DECREF(name);
+    return -1;
+}
+
+/* The KeyValue entries of a message's field 1 (KeyValueList) into a dict. */
+static int keyvalues(const Reader *r, Buf *b, PyObject *into, int filtered, int depth) {
+    if (depth >= MAX_DEPTH) return fail(r, b->p, "key-value list nested too deep");
+    while (b->p < b->end) {
+        uint32_t field;
+        int wire;
+        Buf s;
+        if (tag(r, b, &field, &wire) < 0) return -1;
+        if (field == 1 && wire == 2) {
+            if (delimited(r, b, &s) < 0 || keyvalue(r, &s, into, filtered, depth) < 0) return -1;
+        } else if (skip(r, b, field, wire, depth) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* --- Span --------------------------------------------------------------------------------------------- */
+static PyObject *event(const Reader *r, Buf *b) {
+    PyObject *name = NULL, *attributes = PyDict_New();
+    uint64_t time = 0;
+    if (attributes == NULL) return NULL;
+    while (b->p < b->end) {
+        uint32_t field;
+        int wire;
+        Buf s;
+        if (tag(r, b, &field, &wire) < 0) goto error;
+        if (field == 1 && wire == 1) {
+            if (fixed(r, b, 8, &time) < 0) goto error;
+        } else if (field == 2 && wire == 2) {
+            PyObject *value;
+            if (delimited(r, b, &s) < 0 || (value = utf8(r, &s, "event name")) == NULL) goto error;
+            replace(&name, value);
+        } else if (field == 3 && wire == 2) {
+            if (delimited(r, b, &s) < 0 || keyvalue(r, &s, attributes, 0, 1) < 0) goto error;
+        } else if (skip(r, b, field, wire, 0) < 0) {
+            goto error;
+        }
+    }
+    PyObject *out = PyStructSequence_New(&EventType);
+    if (out == NULL) goto error;
+    PyStructSequence_SET_ITEM(out, 0, name ? name : PyUnicode_New(0, 0));
+    PyStructSequence_SET_ITEM(out, 1, PyLong_FromUnsignedLongLong(time));
+    PyStructSequence_SET_ITEM(out, 2, attributes);
+    if (PyStructSequence_GET_ITEM(out, 0) == NULL || PyStructSequence_GET_ITEM(out, 1) == NULL) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+error:
+    Py_XDECREF(name);
+    Py_DECREF(attributes);
+    return NULL;
+}
+
+static int status(const Reader *r, Buf *b, uint64_t *code, PyObject **message) {
+    while (b->p < b->end) {
+        uint32_t field;
+        int wire;
+        Buf s;
+        if (tag(r, b, &field, &wire) < 0) return -1;
+        if (field == 2 && wire == 2) {
+            PyObject *value;
+            if (delimited(r, b, &s) < 0 || (value = utf8(r, &s, "status message")) == NULL) return -1;
+            replace(message, value);
+        } else if (field == 3 && wire == 0) {
+            if (varint(r, b, code) < 0) return -1;
+        } else if (skip(r, b, field, wire, 0) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *span(const Reader *r, Buf *b, PyObject *resource, PyObject *scope, Py_ssize_t ri, Py_ssize_t si,
+                      Py_ssize_t index) {
+    Buf trace_id = {b->p, b->p}, span_id = trace_id, parent = trace_id, s;
+    PyObject *name = NULL, *message = NULL, *events = NULL, *attributes = PyDict_New();
+    uint64_t kind = 0, start = 0, end = 0, code = 0, flags = 0;
+    if (attributes == NULL) return NULL;
+    while (b->p < b->end) {
+        uint32_t field;
+        int wire;
+        if (tag(r, b, &field, &wire) < 0) goto error;
+        if (wire == 2 && (field == 1 || field == 2 || field == 4)) {
+            if (delimited(r, b, field == 1 ? &trace_id : field == 2 ? &span_id : &parent) < 0) goto error;
+        } else if (field == 5 && wire == 2) {
+            PyObject *value;
+            if (delimited(r, b, &s) < 0 || (value = utf8(r, &s, "span name")) == NULL) goto error;
+            replace(&name, value);
+        } else if (field == 6 && wire == 0) {
+            if (varint(r, b, &kind) < 0) goto error;
+        } else if ((field == 7 || field == 8) && wire == 1) {
+            if (fixed(r, b, 8, field == 7 ? &start : &end) < 0) goto error;
+        } else if (field == 9 && wire == 2) {
+            if (delimited(r, b, &s) < 0 || keyvalue(r, &s, attributes, r->keys != NULL, 1) < 0) goto error;
+        } else if (field == 11 && wire == 2) {
+            PyObject *e;
+            if (delimited(r, b, &s) < 0 || (e = event(r, &s)) == NULL) goto error;
+            if (events == NULL && (events = PyList_New(0)) == NULL) {
+                Py_DECREF(e);
+                goto error;
+            }
+            int rc = PyList_Append(events, e);
+            Py_DECREF(e);
+            if (rc < 0) goto error;
+        } else if (field == 15 && wire == 2) {
+            if (delimited(r, b, &s) < 0 || status(r, &s, &code, &message) < 0) goto error;
+        } else if (field == 16 && wire == 5) {
+            if (fixed(r, b, 4, &flags) < 0) goto error;
+        } else if (skip(r, b, field, wire, 0) < 0) {
+            goto error;
+        }
+    }
+    PyObject *out = PyStructSequence_New(&SpanType);
+    if (out == NULL) goto error;
+    int has_parent = parent.end > parent.p;
+    PyObject *remote = !has_parent || !(flags & 0x100) ? Py_None : (flags & 0x200) ? Py_True : Py_False;
+    PyObject *items[S_FIELDS] = {
+        hex(&trace_id),
+        hex(&span_id),
+        has_parent ? hex(&parent) : Py_NewRef(Py_None),
+        Py_NewRef(remote),
+        name ? name : PyUnicode_New(0, 0),
+        PyLong_FromLong((long)(int32_t)kind),
+        PyLong_FromUnsignedLongLong(start),
+        PyLong_FromUnsignedLongLong(end ? end : start),
+        PyLong_FromLong((long)(int32_t)code),
+        message ? message : PyUnicode_New(0, 0),
+        attributes,
+        events ? PyList_AsTuple(events) : PyTuple_New(0),
+        Py_NewRef(resource),
+        Py_NewRef(scope),
+        PyLong_FromSsize_t(ri),
+        PyLong_FromSsize_t(si),
+        PyLong_FromSsize_t(index),
+    };
+    Py_XDECREF(events);
+    int ok = 1;
+    for (int i = 0; i < S_FIELDS; i++) {
+        ok &= items[i] != NULL;
+        PyStructSequence_SET_ITEM(out, i, items[i]);
+    }
+    if (!ok) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+error:
+    Py_XDECREF(name);
+    Py_XDECREF(message);
+    Py_XDECREF(events);
+    Py_DECREF(attributes);
+    return NULL;
+}
+
+/* --- the request ---------------------------------------------------------------------------------------- */
+/* InstrumentationScope: its name; its version and attributes are only checked (protobuf parses them). */
+static int scope(const Reader *r, Buf *b, PyObject **name) {
+    while (b->p < b->end) {
+        uint32_t field;
+        int wire;
+        Buf s;
+        PyObject *value;
+        if (tag(r, b, &field, &wire) < 0) return -1;
+        if ((field == 1 || field == 2) && wire == 2) {
+            if (delimited(r, b, &s) < 0 || (value = utf8(r, &s, "scope name or version")) == NULL) return -1;
+            if (field == 1)
+                replace(name, value);
+            else
+                Py_DECREF(value);
+        } else if (field == 3 && wire == 2) {
+            PyObject *ignored = PyDict_New();
+            int rc = ignored == NULL || delimited(r, b, &s) < 0 ? -1 : keyvalue(r, &s, ignored, 0, 1);
+            Py_XDECREF(ignored);
+            if (rc < 0) return -1;
+        } else if (skip(r, b, field, wire, 0) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int scope_spans(const Reader *r, Buf *b, PyObject *resource, Py_ssize_t ri, Py_ssize_t si, PyObject *out) {
+    PyObject *name = PyUnicode_New(0, 0);
+    Buf s, again = *b;
+    if (name == NULL) return -1;
+    /* The scope may follow the spans: find it first. */
+    while (b->p < b->end) {
+        uint32_t field;
+        int wire;
+        if (tag(r, b, &field, &wire) < 0) goto error;
+        if (field == 1 && wire == 2) {
+            if (delimited(r, b, &s) < 0 || scope(r, &s, &name) < 0) goto error;
+        } else if (skip(r, b, field, wire, 0) < 0) {
+            goto error;
+        }
+    }
+    for (Py_ssize_t index = 0; again.p < again.end;) {
+        uint32_t field;
+        int wire;
+        if (tag(r, &again, &field, &wire) < 0) goto error;
+        if (field == 2 && wire == 2) {
+            PyObject *item;
+            if (delimited(r, &again, &s) < 0 || (item = span(r, &s, resource, name, ri, si, index++)) == NULL)
+                goto error;
+            int rc = PyList_Append(out, item);
+            Py_DECREF(item);
+            if (rc < 0) goto error;
+        } else if (skip(r, &again, field, wire, 0) < 0) {
+            goto error;
+        }
+    }
+    Py_DECREF(name);
+    return 0;
+error:
+    Py_DECREF(name);
+    return -1;
+}
+
+static int resource_spans(const Reader *r, Buf *b, Py_ssize_t ri, PyObject *out) {
+    PyObject *resource = PyDict_New();
+    Buf s, again = *b;
+    if (resource == NULL) return -1;
+    Reader all = *r;
+    all.keys = NULL;
+    /* Resource (field 1, its attributes in field 1) may follow the scope spans: read it first. */
+    while (b->p < b->end) {
+        uint32_t field;
+        int wire;
+        if (tag(r, b, &field, &wire) < 0) goto error;
+        if (field == 1 && wire == 2) {
+            if (delimited(r, b, &s) < 0 || keyvalues(&all, &s, resource, 0, 1) < 0) goto error;
+        } else if (skip(r, b, field, wire, 0) < 0) {
+            goto error;
+        }
+    }
+    for (Py_ssize_t si = 0; again.p < again.end;) {
+        uint32_t field;
+        int wire;
+        if (tag(r, &again, &field, &wire) < 0) goto error;
+        if (field == 2 && wire == 2) {
+            if (delimited(r, &again, &s) < 0 || scope_spans(r, &s, resource, ri, si++, out) < 0) goto error;
+        } else if (skip(r, &again, field, wire, 0) < 0) {
+            goto error;
+        }
+    }
+    Py_DECREF(resource);
+    return 0;
+error:
+    Py_DECREF(resource);
+    return -1;
+}
+
+static int reader(Reader *r, const uint8_t *base, PyObject *keys, PyObject *prefixes) {
+    memset(r, 0, sizeof *r);
+    r->base = base;
+    if (keys == Py_None) return 0;
+    if (!PyAnySet_Check(keys) || !PyTuple_Check(prefixes)) {
+        PyErr_SetString(PyExc_TypeError, "keys must be a set or frozenset (or None), prefixes a tuple of str");
+        return -1;
+    }
+    r->keys = keys;
+    r->n_prefixes = PyTuple_GET_SIZE(prefixes);
+    r->prefixes = PyMem_Calloc(r->n_prefixes + 1, sizeof(char *));
+    r->prefix_lens = PyMem_Calloc(r->n_prefixes + 1, sizeof(Py_ssize_t));
+    if (r->prefixes == NULL || r->prefix_lens == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < r->n_prefixes; i++) {
+        r->prefixes[i] = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(prefixes, i), &r->prefix_lens[i]);
+        if (r->prefixes[i] == NULL) return -1;
+    }
+    return 0;
+}
+
+static void reader_free(Reader *r) {
+    PyMem_Free(r->prefixes);
+    PyMem_Free(r->prefix_lens);
+}
+
+static PyObject *read_request(PyObject *module, PyObject *args) {
+    Py_buffer body;
+    PyObject *keys = Py_None, *prefixes = NULL, *out = NULL;
+    Reader r = {0};
+    if (!PyArg_ParseTuple(args, "y*|OO!:read_request", &body, &keys, &PyTuple_Type, &prefixes)) return NULL;
+    if (prefixes == NULL) prefixes = PyTuple_New(0); else Py_INCREF(prefixes);
+    if (prefixes == NULL || reader(&r, body.buf, keys, prefixes) < 0) goto done;
+    out = PyList_New(0);
+    Buf b = {body.buf, (const uint8_t *)body.buf + body.len}, s;
+    for (Py_ssize_t ri = 0; out != NULL && b.p < b.end;) {
+        uint32_t field;
+        int wire;
+        if (tag(&r, &b, &field, &wire) < 0) {
+            Py_CLEAR(out);
+        } else if (field == 1 && wire == 2) {
+            if (delimited(&r, &b, &s) < 0 || resource_spans(&r, &s, ri++, out) < 0) Py_CLEAR(out);
+        } else if (skip(&r, &b, field, wire, 0) < 0) {
+            Py_CLEAR(out);
+        }
+    }
+done:
+    reader_free(&r);
+    Py_XDECREF(prefixes);
+    PyBuffer_Release(&body);
+    return out;
+}
+
+static PyObject *read_span(PyObject *module, PyObject *args) {
+    Py_buffer body;
+    PyObject *resource, *scope_name;
+    if (!PyArg_ParseTuple(args, "y*O!U:read_span", &body, &PyDict_Type, &resource, &scope_name)) return NULL;
+    Reader r;
+    memset(&r, 0, sizeof r);
+    r.base = body.buf;
+    Buf b = {body.buf, (const uint8_t *)body.buf + body.len};
+    PyObject *out = span(&r, &b, resource, scope_name, 0, 0, 0);
+    PyBuffer_Release(&body);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"read_request", read_request, METH_VARARGS,
+     "read_request(body, keys=None, prefixes=()) -> list[Span]\n\n"
+     "Every span of a binary ExportTraceServiceRequest. With keys, a span keeps only the attributes whose key\n"
+     "is in keys or starts with one of prefixes. Raises ValueError on malformed bytes."},
+    {"read_span", read_span, METH_VARARGS,
+     "read_span(span, resource_attributes, scope_name) -> Span\n\nOne binary Span, with all its attributes."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_otlpread", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__otlpread(void) {
+    PyObject *m = PyModule_Create(&module_def);
+    if (m == NULL) return NULL;
+    if (PyStructSequence_InitType2(&SpanType, &span_desc) < 0 ||
+        PyStructSequence_InitType2(&EventType, &event_desc) < 0 ||
+        PyModule_AddObjectRef(m, "Span", (PyObject *)&SpanType) < 0 ||
+        PyModule_AddObjectRef(m, "Event", (PyObject *)&EventType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

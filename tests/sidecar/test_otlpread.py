@@ -1,0 +1,287 @@
+"""The sidecar's OTLP reader (``_otlpread.c``) reads what protobuf's own parser reads, and refuses clearly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import fixture_files
+from google.protobuf.message import DecodeError
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1 import common_pb2
+from opentelemetry.proto.trace.v1 import trace_pb2
+
+from trajgrade import semconv as sc
+from trajgrade.readers import read_path
+from trajgrade.sidecar._otlpread import read_request, read_span
+from trajgrade.sidecar.otlp import BadRequest, decode_body, parse_protobuf
+from trajgrade.spans import ProtoSpan, proto_attributes
+from trajgrade.trajectory.normalize import normalize
+
+FILES = fixture_files()
+_FIELDS = (
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "parent_is_remote",
+    "name",
+    "kind",
+    "start_unix_nano",
+    "end_unix_nano",
+    "status_code",
+    "status_message",
+    "attributes",
+    "resource_attributes",
+    "scope_name",
+)
+
+
+def _expected(body: bytes) -> list[tuple[Any, ...]]:
+    """Every span as protobuf's parser and trajgrade's protobuf view read it (``repr`` keeps NaN comparable)."""
+    request = ExportTraceServiceRequest.FromString(body)
+    out = []
+    for rs in request.resource_spans:
+        resource = proto_attributes(rs.resource.attributes)
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                view = ProtoSpan(span, resource, ss.scope.name)
+                events = [(e.name, e.time_unix_nano, e.attributes) for e in view.events]
+                out.append(repr((*(getattr(view, f) for f in _FIELDS), events)))
+    return out
+
+
+def _read(body: bytes) -> list[tuple[Any, ...]]:
+    return [
+        repr((*(getattr(s, f) for f in _FIELDS), [(e.name, e.time_unix_nano, e.attributes) for e in s.events]))
+        for s in read_request(body)
+    ]
+
+
+@pytest.mark.parametrize("path", FILES, ids=[f"{p.parent.parent.name}/{p.parent.name}/{p.stem}" for p in FILES])
+def test_the_fixtures_read_as_protobuf_reads_them_and_give_the_same_records(path: Path) -> None:
+    request = decode_body(path.read_bytes(), "application/json", "", max_decompressed=1 << 26)
+    assert _read(request.body) == _expected(request.body)
+    # The sidecar's lean read (only the keys normalization reads) gives the records of the full file reader.
+    full = {v.span_id: normalize(v, False) for v in read_path(str(path))}
+    lean = {s.span_id: normalize(s, False) for s in request.spans}
+    assert lean == full
+    assert any(s.attributes for s in request.spans)
+
+
+# --- generated requests --------------------------------------------------------------------------------------
+_TEXT = st.text(max_size=6)
+_SCALAR = st.one_of(
+    st.builds(lambda v: common_pb2.AnyValue(string_value=v), _TEXT),
+    st.builds(lambda v: common_pb2.AnyValue(bool_value=v), st.booleans()),
+    st.builds(lambda v: common_pb2.AnyValue(int_value=v), st.integers(-(2**63), 2**63 - 1)),
+    st.builds(lambda v: common_pb2.AnyValue(double_value=v), st.floats()),
+    st.builds(lambda v: common_pb2.AnyValue(bytes_value=v), st.binary(max_size=4)),
+    st.just(common_pb2.AnyValue()),  # no value set: read as None
+)
+_VALUE = st.recursive(
+    _SCALAR,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3).map(lambda vs: common_pb2.AnyValue(array_value=common_pb2.ArrayValue(values=vs))),
+        st.lists(st.tuples(_TEXT, inner), max_size=3).map(
+            lambda kvs: common_pb2.AnyValue(
+                kvlist_value=common_pb2.KeyValueList(values=[common_pb2.KeyValue(key=k, value=v) for k, v in kvs])
+            )
+        ),
+    ),
+    max_leaves=6,
+)
+# Keys normalization reads, a prefix it reads, and keys it does not; duplicates come up often.
+_KEY = st.sampled_from([sc.TOOL_NAME, sc.INPUT_TOKEN_KEYS[0], "llm.output_messages.0.message.role", "x", ""])
+_ATTRIBUTES = st.lists(st.builds(lambda k, v: common_pb2.KeyValue(key=k, value=v), _KEY, _VALUE), max_size=4)
+
+
+@st.composite
+def _requests(draw: Any) -> ExportTraceServiceRequest:
+    request = ExportTraceServiceRequest()
+    for _ in range(draw(st.integers(0, 2))):
+        rs = request.resource_spans.add()
+        rs.resource.attributes.extend(draw(_ATTRIBUTES))
+        for _ in range(draw(st.integers(0, 2))):
+            ss = rs.scope_spans.add()
+            ss.scope.name = draw(_TEXT)
+            for _ in range(draw(st.integers(0, 3))):
+                span = ss.spans.add(
+                    trace_id=draw(st.binary(max_size=16)),
+                    span_id=draw(st.binary(max_size=8)),
+                    parent_span_id=draw(st.binary(max_size=8)),
+                    name=draw(_TEXT),
+                    kind=draw(st.integers(-(2**31), 2**31 - 1)),
+                    start_time_unix_nano=draw(st.integers(0, 2**64 - 1)),
+                    end_time_unix_nano=draw(st.integers(0, 2**64 - 1)),
+                    flags=draw(st.integers(0, 2**32 - 1)),
+                    trace_state=draw(_TEXT),
+                )
+                span.status.code = draw(st.integers(0, 2))
+                span.status.message = draw(_TEXT)
+                span.attributes.extend(draw(_ATTRIBUTES))
+                for _ in range(draw(st.integers(0, 2))):
+                    event = span.events.add(name=draw(_TEXT), time_unix_nano=draw(st.integers(0, 2**64 - 1)))
+                    event.attributes.extend(draw(_ATTRIBUTES))
+                if draw(st.booleans()):
+                    span.links.add(trace_id=b"l" * 16, span_id=b"l" * 8)
+    return request
+
+
+READER = settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+
+
+@READER
+@given(_requests())
+def test_every_field_reads_as_protobuf_reads_it(request: ExportTraceServiceRequest) -> None:
+    body = request.SerializeToString()
+    assert _read(body) == _expected(body)
+
+
+@READER
+@given(_requests())
+def test_a_lean_read_keeps_the_keys_normalization_reads_and_nothing_else(request: ExportTraceServiceRequest) -> None:
+    body = request.SerializeToString()
+    for full, lean in zip(read_request(body), read_request(body, sc.READ_KEYS, sc.READ_PREFIXES), strict=True):
+        wanted = {k: v for k, v in full.attributes.items() if k in sc.READ_KEYS or k.startswith(sc.READ_PREFIXES)}
+        assert repr(lean.attributes) == repr(wanted)
+        assert lean.resource_attributes == full.resource_attributes  # a resource's attributes are all kept
+        assert repr(lean.events) == repr(full.events)
+
+
+@READER
+@given(_requests(), st.integers(0, 10_000), st.integers(1, 255), st.integers(0, 10_000))
+def test_a_damaged_request_protobuf_takes_is_read_as_it_reads_it(
+    request: ExportTraceServiceRequest, at: int, flip: int, cut: int
+) -> None:
+    """Bytes flipped and the body cut short: whatever protobuf's parser takes, the reader takes and reads the
+    same; what it refuses is a ValueError naming the byte. (The reader may take what protobuf refuses in the
+    fields it does not read, such as a link's or a trace state's text: those are forwarded as they came.)"""
+    body = bytearray(request.SerializeToString())
+    if not body:
+        return
+    body[at % len(body)] ^= flip
+    damaged = bytes(body[: max(1, len(body) - cut % len(body))])
+    try:
+        expected = _expected(damaged)
+    except DecodeError:
+        expected = None
+    try:
+        read = _read(damaged)
+    except ValueError as e:
+        assert expected is None, f"protobuf takes what the reader refuses: {e}"
+        assert " at byte " in str(e)
+        return
+    if expected is not None:
+        assert read == expected
+
+
+def test_fields_in_any_order_repeated_messages_merge_and_the_last_scalar_wins() -> None:
+    span = trace_pb2.Span(trace_id=b"t" * 16, span_id=b"s" * 8, name="first")
+    span.attributes.add(key="gen_ai.tool.name").value.string_value = "first"
+    later = trace_pb2.Span(name="second")
+    later.attributes.add(key="gen_ai.tool.name").value.string_value = "second"
+    later.status.message = "failed"
+    later_still = trace_pb2.Span()
+    later_still.status.code = 2
+    # Concatenated messages merge: scalars take the last value, repeated fields append, messages merge.
+    body = _request_bytes(span.SerializeToString() + later.SerializeToString() + later_still.SerializeToString())
+    assert _read(body) == _expected(body)
+    (read,) = read_request(body)
+    assert read.name == "second" and read.attributes == {"gen_ai.tool.name": "second"}
+    assert (read.status_code, read.status_message) == (2, "failed")
+
+
+def _request_bytes(span: bytes) -> bytes:
+    """A request of one span given as bytes, with the scope after the span (the reader must not care)."""
+    scope = trace_pb2.ScopeSpans(scope=common_pb2.InstrumentationScope(name="late")).SerializeToString()
+    ss = _field(2, span) + scope
+    rs = _field(2, ss) + trace_pb2.ResourceSpans(resource={"attributes": [{"key": "a"}]}).SerializeToString()
+    return _field(1, rs)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    return bytes([number << 3 | 2]) + _varint(len(payload)) + payload
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append(n & 0x7F | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def test_unknown_fields_and_groups_are_skipped() -> None:
+    span = trace_pb2.Span(span_id=b"s" * 8, name="n").SerializeToString()
+    group = _varint(99 << 3 | 3) + b"\x08\x01" + _varint(99 << 3 | 4)
+    unknown = b"\xa8\x06\x05" + b"\x5d\x01\x02\x03\x04" + group  # field 101 varint, field 11 as fixed32, a group
+    body = _request_bytes(span + unknown)
+    assert _read(body) == _expected(body)
+    assert read_request(body)[0].scope_name == "late"
+
+
+def _nested(depth: int) -> bytes:
+    """A request whose one attribute is an int inside ``depth`` arrays."""
+    value = b"\x18\x07"
+    for _ in range(depth):
+        value = _field(5, _field(1, value))  # AnyValue{array_value: ArrayValue{values: [value]}}
+    return _field(1, _field(2, _field(2, _field(9, _field(1, b"deep") + _field(2, value)))))
+
+
+def test_arrays_nested_as_deep_as_protobuf_takes_them_and_no_deeper_than_the_reader_can() -> None:
+    deepest = max(d for d in range(1, 80) if _parses(_nested(d)))
+    assert deepest > 40
+    assert _read(_nested(deepest)) == _expected(_nested(deepest))
+    with pytest.raises(ValueError, match="nested too deep at byte"):
+        read_request(_nested(10_000))
+
+
+def _parses(body: bytes) -> bool:
+    try:
+        ExportTraceServiceRequest.FromString(body)
+    except DecodeError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        (b"\x0a\x05\x12\x03", "length past the end of its message at byte 1"),
+        (b"\x0a", "truncated varint at byte 1"),
+        (b"\x0a\x01\x12", "truncated varint at byte 3"),
+        (b"\x00", "invalid field number at byte 0"),
+        (b"\x0f", "invalid wire type"),
+        (_request_bytes(b"\x2a\x02\xff\xfe"), "span name is not valid UTF-8"),
+        (_request_bytes(b"\x4a\x04\x0a\x02\xc3\x28"), "attribute key is not valid UTF-8"),
+        (b"\x08" + b"\xff" * 10 + b"\x01", "varint longer than 10 bytes at byte 1"),
+    ],
+)
+def test_a_malformed_body_is_a_bad_request_that_names_the_problem(body: bytes, problem: str) -> None:
+    with pytest.raises(DecodeError):
+        ExportTraceServiceRequest.FromString(body)
+    with pytest.raises(BadRequest) as e:
+        parse_protobuf(body)
+    assert e.value.status == 400 and problem in e.value.message
+
+
+def test_a_root_read_again_has_all_its_attributes_and_its_resource() -> None:
+    span = trace_pb2.Span(trace_id=b"t" * 16, span_id=b"r" * 8, name="invoke_agent a", start_time_unix_nano=5)
+    span.attributes.add(key="app.custom").value.string_value = "kept"
+    span.attributes.add(key=sc.TOOL_NAME).value.string_value = "t"
+    read = read_span(span.SerializeToString(), {"service.name": "svc"}, "scope")
+    assert read.attributes == {"app.custom": "kept", sc.TOOL_NAME: "t"}
+    assert (read.resource_attributes, read.scope_name, read.end_unix_nano) == ({"service.name": "svc"}, "scope", 5)
+    lean = read_request(_request_bytes(span.SerializeToString()), sc.READ_KEYS, sc.READ_PREFIXES)[0]
+    assert lean.attributes == {sc.TOOL_NAME: "t"}
+
+
+def test_bad_arguments_are_type_errors() -> None:
+    with pytest.raises(TypeError):
+        read_request(b"", ["not", "a", "set"])  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        read_request("text")  # type: ignore[arg-type]
