@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 .PHONY: test lint demo bench fixtures clean system-deps
 
 # The install compiles the sidecar's OTLP reader (a C extension): a changed source reinstalls it.
-$(STAMP): pyproject.toml src/trajgrade/sidecar/_otlpread.c
+$(STAMP): pyproject.toml setup.py src/trajgrade/sidecar/_otlpread.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[all,dev]'

@@ -545,15 +545,13 @@ static int resource_spans(const Reader *r, Buf *b, Py_ssize_t ri, PyObject *out)
     PyObject *resource = PyDict_New();
     Buf s, again = *b;
     if (resource == NULL) return -1;
-    Reader all = *r;
-    all.keys = NULL;
     /* Resource (field 1, its attributes in field 1) may follow the scope spans: read it first. */
     while (b->p < b->end) {
         uint32_t field;
         int wire;
         if (tag(r, b, &field, &wire) < 0) goto error;
         if (field == 1 && wire == 2) {
-            if (delimited(r, b, &s) < 0 || keyvalues(&all, &s, resource, 0, 1) < 0) goto error;
+            if (delimited(r, b, &s) < 0 || keyvalues(r, &s, resource, 0, 1) < 0) goto error;
         } else if (skip(r, b, field, wire, 0) < 0) {
             goto error;
         }
