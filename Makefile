@@ -6,8 +6,8 @@ STAMP := $(VENV)/.installed
 
 .PHONY: test lint demo bench fixtures clean system-deps
 
-# The install compiles the sidecar's OTLP reader (a C extension): a changed source reinstalls it.
-$(STAMP): pyproject.toml setup.py src/trajgrade/sidecar/_otlpread.c
+# The install compiles the sidecar's protobuf codec (a C extension): a changed source reinstalls it.
+$(STAMP): pyproject.toml setup.py src/trajgrade/sidecar/_protowire.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[all,dev]'

@@ -3,7 +3,7 @@
 ``bench_sidecar.py`` measures the whole server; this takes the same request bodies (both shapes) and times,
 in one thread with the garbage collector off, what each stage of ``trajgrade serve`` costs per span:
 
-- ``read``: the request read by ``sidecar/_otlpread.c`` into span views, with the attributes normalization
+- ``read``: the request read by ``sidecar/_protowire.c`` into span views, with the attributes normalization
   reads;
 - ``normalize``: every span reduced to its record;
 - ``build``: every run's trajectory from its records;
@@ -32,7 +32,7 @@ from _common import Figure, print_table
 from bench_sidecar import CONFIG, SHAPES, fixture_templates, make_templates, with_new_trace_ids
 
 from trajgrade import load_config
-from trajgrade.sidecar._otlpread import Span
+from trajgrade.sidecar._protowire import Span
 from trajgrade.sidecar.otlp import parse_protobuf, result_fields
 from trajgrade.suite import grade_run
 from trajgrade.trajectory import SpanRecord, build_trajectory, normalize

@@ -4,7 +4,7 @@
 - :class:`ProtoSpan` wraps an OTLP protobuf ``Span`` with its resource and scope (binary files);
 - :class:`JsonSpan` wraps an OTLP/JSON span object (files).
 
-The sidecar reads its requests with ``sidecar/_otlpread.c``, whose spans have the same fields.
+The sidecar reads its requests with ``sidecar/_protowire.c``, whose spans have the same fields.
 
 Every view gives ids as lower-case hex strings, times in Unix nanoseconds, the status code as the OTLP
 number (0 unset, 1 ok, 2 error), and attributes as plain Python values: arrays become tuples and

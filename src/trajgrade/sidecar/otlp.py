@@ -4,7 +4,7 @@ A body is an ``ExportTraceServiceRequest`` as binary protobuf (``application/x-p
 (``application/json``: hex trace and span ids, as the specification writes them; base64 ids of plain proto3
 JSON are accepted too), optionally gzip-compressed. Every problem is a :class:`BadRequest` with the HTTP
 status and a message that names it. An accepted body becomes a :class:`TraceRequest`: its protobuf bytes
-(forwarded as they are) and their spans, read by ``_otlpread.c`` with the attributes normalization reads.
+(forwarded as they are) and their spans, read by ``_protowire.c`` with the attributes normalization reads.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import base64
 import binascii
 import json
 import zlib
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,12 +21,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
-from opentelemetry.proto.common.v1 import common_pb2
-from opentelemetry.proto.trace.v1 import trace_pb2
 
 from trajgrade import semconv as sc
 from trajgrade.emit import report_attributes, result_attributes
-from trajgrade.sidecar._otlpread import Span, read_request
+from trajgrade.sidecar._protowire import Span, encode_result_fields, read_request
 from trajgrade.suite import RunReport
 
 __all__ = [
@@ -157,31 +154,5 @@ def result_fields(report: RunReport, when: int) -> bytes:
     Appended to the bytes of the run's root span they add to it: concatenated protobuf messages merge, and
     repeated fields (``events``, ``attributes``) are appended. The root is never decoded and re-encoded.
     """
-    fields = trace_pb2.Span()
-    for result in report.results:
-        event = fields.events.add(time_unix_nano=when, name=sc.EVALUATION_RESULT_EVENT)
-        _put(event.attributes, result_attributes(result))
-    _put(fields.attributes, report_attributes(report))
-    return fields.SerializeToString()
-
-
-def _put(kvs: Any, attributes: Mapping[str, Any]) -> None:
-    for key, value in attributes.items():
-        _set(kvs.add(key=key).value, value)
-
-
-def _set(target: common_pb2.AnyValue, value: Any) -> None:
-    if isinstance(value, bool):
-        target.bool_value = value
-    elif isinstance(value, int):
-        target.int_value = value
-    elif isinstance(value, float):
-        target.double_value = value
-    elif isinstance(value, str):
-        target.string_value = value
-    elif isinstance(value, list | tuple):
-        target.array_value.SetInParent()
-        for item in value:
-            _set(target.array_value.values.add(), item)
-    else:
-        target.string_value = str(value)
+    events = [result_attributes(result) for result in report.results]
+    return encode_result_fields(events, report_attributes(report), when, sc.EVALUATION_RESULT_EVENT)

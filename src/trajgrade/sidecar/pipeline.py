@@ -36,7 +36,7 @@ from trajgrade._internal import internal_errors
 from trajgrade.assembler import Assembler
 from trajgrade.config import Config
 from trajgrade.grading import Grading
-from trajgrade.sidecar._otlpread import Span, read_span
+from trajgrade.sidecar._protowire import Span, read_span
 from trajgrade.sidecar.forward import Batch, Forwarder
 from trajgrade.sidecar.otlp import TraceRequest, result_fields
 from trajgrade.sidecar.wire import SpliceRequest

@@ -1,8 +1,11 @@
-/* OTLP trace requests read in one pass, straight from their protobuf bytes into plain Python values.
+/* The sidecar's OTLP on the protobuf wire: requests read in one pass, result fields encoded in one pass.
  *
- * The sidecar reads every span of every request it receives. Through protobuf's Python API each field
- * read is a call into upb (about half a microsecond), and a span needs some thirty of them; this module
- * walks the wire format once and builds the views normalization reads: ``Span`` and ``Event`` struct
+ * The sidecar reads every span of every request it receives, and adds a run's results to its root. Through
+ * protobuf's Python API each field read or set is a call into upb (about half a microsecond), and a span
+ * needs some thirty of them, a run's results some hundred.
+ *
+ * Reading (read_request, read_span) walks the wire format once and builds the views normalization reads:
+ * ``Span`` and ``Event`` struct
  * sequences whose fields are named as in ``trajgrade.spans.SpanView``, ids as lower-case hex, attribute
  * values as plain Python values (arrays as tuples, key-value lists as dicts; a later duplicate key wins).
  *
@@ -10,7 +13,12 @@
  * ``ExportTraceServiceRequest``) and follows protobuf's parsing rules: unknown fields, and known fields
  * with another wire type, are skipped; a singular message field given twice is merged; a scalar given twice
  * takes the last value; strings must be UTF-8. Anything malformed raises ValueError naming the field and
- * the byte offset. ``tests/sidecar/test_otlpread.py`` checks it against protobuf's own parser.
+ * the byte offset.
+ *
+ * Encoding (encode_result_fields) writes a run's result events and verdict attributes as ``Span`` fields
+ * (events = 11, attributes = 9), to be appended to the root's own bytes (concatenated messages merge).
+ *
+ * ``tests/sidecar/test_protowire.py`` checks both against protobuf's own parser and serializer.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -62,12 +70,12 @@ static PyStructSequence_Field span_fields[] = {
     {"index", "its position in the ScopeSpans"},
     {NULL, NULL},
 };
-static PyStructSequence_Desc span_desc = {"trajgrade.sidecar._otlpread.Span", "An OTLP span, read.", span_fields,
+static PyStructSequence_Desc span_desc = {"trajgrade.sidecar._protowire.Span", "An OTLP span, read.", span_fields,
                                           S_FIELDS};
 
 static PyStructSequence_Field event_fields[] = {
     {"name", NULL}, {"time_unix_nano", NULL}, {"attributes", "a dict of plain values"}, {NULL, NULL}};
-static PyStructSequence_Desc event_desc = {"trajgrade.sidecar._otlpread.Event", "A span event, read.", event_fields,
+static PyStructSequence_Desc event_desc = {"trajgrade.sidecar._protowire.Event", "A span event, read.", event_fields,
                                            3};
 
 /* --- the wire format ------------------------------------------------------------------------------- */
@@ -641,6 +649,162 @@ static PyObject *read_span(PyObject *module, PyObject *args) {
     return out;
 }
 
+/* --- encoding result fields ---------------------------------------------------------------------------- */
+typedef struct {
+    char *data;
+    Py_ssize_t len, cap;
+} Out;
+
+static int put(Out *o, const void *bytes, Py_ssize_t n) {
+    if (o->len + n > o->cap) {
+        Py_ssize_t cap = o->cap ? o->cap : 256;
+        while (cap < o->len + n) cap *= 2;
+        char *data = PyMem_Realloc(o->data, cap);
+        if (data == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        o->data = data;
+        o->cap = cap;
+    }
+    memcpy(o->data + o->len, bytes, n);
+    o->len += n;
+    return 0;
+}
+
+static int put_varint(Out *o, uint64_t v) {
+    uint8_t bytes[10];
+    int n = 0;
+    do {
+        bytes[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    return put(o, bytes, n);
+}
+
+static int put_fixed64(Out *o, uint32_t field, uint64_t v) {
+    uint8_t bytes[8];
+    for (int i = 0; i < 8; i++) bytes[i] = (uint8_t)(v >> (8 * i));
+    return put_varint(o, field << 3 | 1) < 0 ? -1 : put(o, bytes, 8);
+}
+
+static int put_delimited(Out *o, uint32_t field, const char *bytes, Py_ssize_t n) {
+    if (put_varint(o, field << 3 | 2) < 0 || put_varint(o, (uint64_t)n) < 0) return -1;
+    return put(o, bytes, n);
+}
+
+static int put_string(Out *o, uint32_t field, PyObject *text) {
+    Py_ssize_t n;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &n);
+    return utf8 == NULL ? -1 : put_delimited(o, field, utf8, n);
+}
+
+/* A nested message: encoded on its own, then written with its length. */
+static int put_message(Out *o, uint32_t field, Out *inner) {
+    int rc = put_delimited(o, field, inner->data ? inner->data : "", inner->len);
+    PyMem_Free(inner->data);
+    inner->data = NULL;
+    return rc;
+}
+
+/* An AnyValue as protobuf's Python API sets one from a value (trajgrade.emit's result values). */
+static int put_anyvalue(Out *o, PyObject *value, int depth) {
+    if (depth > MAX_DEPTH) {
+        PyErr_SetString(PyExc_ValueError, "result value nested too deep");
+        return -1;
+    }
+    if (PyBool_Check(value)) return put_varint(o, 2 << 3) < 0 ? -1 : put_varint(o, value == Py_True);
+    if (PyLong_Check(value)) {
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (overflow) {
+            PyErr_Format(PyExc_ValueError, "Value out of range: %R", value);
+            return -1;
+        }
+        if (v == -1 && PyErr_Occurred()) return -1;
+        return put_varint(o, 3 << 3) < 0 ? -1 : put_varint(o, (uint64_t)v);
+    }
+    if (PyFloat_Check(value)) {
+        double d = PyFloat_AS_DOUBLE(value);
+        uint64_t bits;
+        memcpy(&bits, &d, sizeof bits);
+        return put_fixed64(o, 4, bits);
+    }
+    if (PyUnicode_Check(value)) return put_string(o, 1, value);
+    if (PyList_Check(value) || PyTuple_Check(value)) {
+        Out array = {0};
+        PyObject *items = PySequence_Fast(value, "");
+        if (items == NULL) return -1;
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(items); i++) {
+            Out item = {0};
+            if (put_anyvalue(&item, PySequence_Fast_GET_ITEM(items, i), depth + 1) < 0 ||
+                put_message(&array, 1, &item) < 0) {
+                PyMem_Free(item.data);
+                PyMem_Free(array.data);
+                Py_DECREF(items);
+                return -1;
+            }
+        }
+        Py_DECREF(items);
+        return put_message(o, 5, &array);
+    }
+    PyObject *text = PyObject_Str(value);
+    if (text == NULL) return -1;
+    int rc = put_string(o, 1, text);
+    Py_DECREF(text);
+    return rc;
+}
+
+/* KeyValue entries (field ``field`` of the enclosing message), one per item of a dict. */
+static int put_attributes(Out *o, uint32_t field, PyObject *attributes) {
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    if (!PyDict_Check(attributes)) {
+        PyErr_SetString(PyExc_TypeError, "attributes must be a dict");
+        return -1;
+    }
+    while (PyDict_Next(attributes, &pos, &key, &value)) {
+        Out kv = {0}, any = {0};
+        if (!PyUnicode_Check(key)) {
+            PyErr_SetString(PyExc_TypeError, "attribute keys must be str");
+            return -1;
+        }
+        if ((PyUnicode_GET_LENGTH(key) && put_string(&kv, 1, key) < 0) || put_anyvalue(&any, value, 0) < 0 ||
+            put_message(&kv, 2, &any) < 0 || put_message(o, field, &kv) < 0) {
+            PyMem_Free(any.data);
+            PyMem_Free(kv.data);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *encode_result_fields(PyObject *module, PyObject *args) {
+    PyObject *events, *attributes, *name;
+    unsigned long long time;
+    if (!PyArg_ParseTuple(args, "O!O!KU:encode_result_fields", &PyList_Type, &events, &PyDict_Type, &attributes, &time,
+                          &name))
+        return NULL;
+    Out o = {0};
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(events); i++) {
+        Out event = {0};
+        if ((time && put_fixed64(&event, 1, time) < 0) ||
+            (PyUnicode_GET_LENGTH(name) && put_string(&event, 2, name) < 0) ||
+            put_attributes(&event, 3, PyList_GET_ITEM(events, i)) < 0 || put_message(&o, 11, &event) < 0) {
+            PyMem_Free(event.data);
+            PyMem_Free(o.data);
+            return NULL;
+        }
+    }
+    if (put_attributes(&o, 9, attributes) < 0) {
+        PyMem_Free(o.data);
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(o.data ? o.data : "", o.len);
+    PyMem_Free(o.data);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"read_request", read_request, METH_VARARGS,
      "read_request(body, keys=None, prefixes=()) -> list[Span]\n\n"
@@ -648,12 +812,17 @@ static PyMethodDef methods[] = {
      "is in keys or starts with one of prefixes. Raises ValueError on malformed bytes."},
     {"read_span", read_span, METH_VARARGS,
      "read_span(span, resource_attributes, scope_name) -> Span\n\nOne binary Span, with all its attributes."},
+    {"encode_result_fields", encode_result_fields, METH_VARARGS,
+     "encode_result_fields(events, attributes, time_unix_nano, event_name) -> bytes\n\n"
+     "Span fields: one event named event_name at time_unix_nano per dict of attributes in events, then the\n"
+     "attributes. Values as protobuf's Python API sets an AnyValue: bool, int, float, str, list or tuple of\n"
+     "those, anything else as its str()."},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_otlpread", NULL, -1, methods};
+static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_protowire", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__otlpread(void) {
+PyMODINIT_FUNC PyInit__protowire(void) {
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL) return NULL;
     if (PyStructSequence_InitType2(&SpanType, &span_desc) < 0 ||

@@ -1,4 +1,4 @@
-"""The sidecar's OTLP reader (``_otlpread.c``) reads what protobuf's own parser reads, and refuses clearly."""
+"""The sidecar's OTLP reader (``_protowire.c``) reads what protobuf's own parser reads, and refuses clearly."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from opentelemetry.proto.trace.v1 import trace_pb2
 
 from trajgrade import semconv as sc
 from trajgrade.readers import read_path
-from trajgrade.sidecar._otlpread import read_request, read_span
+from trajgrade.sidecar._protowire import encode_result_fields, read_request, read_span
 from trajgrade.sidecar.otlp import BadRequest, decode_body, parse_protobuf
 from trajgrade.spans import ProtoSpan, proto_attributes
 from trajgrade.trajectory.normalize import normalize
@@ -285,3 +285,64 @@ def test_bad_arguments_are_type_errors() -> None:
         read_request(b"", ["not", "a", "set"])  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         read_request("text")  # type: ignore[arg-type]
+
+
+# --- result fields ------------------------------------------------------------------------------------------
+def _protobuf_fields(events: list[dict[str, Any]], attributes: dict[str, Any], when: int, name: str) -> bytes:
+    """The same fields built with protobuf's Python API: the oracle of the encoder."""
+
+    def put(kvs: Any, values: dict[str, Any]) -> None:
+        for key, value in values.items():
+            set_value(kvs.add(key=key).value, value)
+
+    def set_value(target: common_pb2.AnyValue, value: Any) -> None:
+        if isinstance(value, bool):
+            target.bool_value = value
+        elif isinstance(value, int):
+            target.int_value = value
+        elif isinstance(value, float):
+            target.double_value = value
+        elif isinstance(value, str):
+            target.string_value = value
+        elif isinstance(value, list | tuple):
+            target.array_value.SetInParent()
+            for item in value:
+                set_value(target.array_value.values.add(), item)
+        else:
+            target.string_value = str(value)
+
+    fields = trace_pb2.Span()
+    for attrs in events:
+        put(fields.events.add(time_unix_nano=when, name=name).attributes, attrs)
+    put(fields.attributes, attributes)
+    return fields.SerializeToString()
+
+
+_RESULT_SCALAR = st.one_of(
+    st.booleans(), st.integers(-(2**63), 2**63 - 1), st.floats(), st.text(max_size=6), st.none(), st.just(b"x")
+)
+_RESULT_VALUE = st.recursive(
+    _RESULT_SCALAR, lambda inner: st.one_of(st.lists(inner, max_size=3), st.tuples(inner, inner)), max_leaves=5
+)
+_RESULT_ATTRIBUTES = st.dictionaries(st.text(max_size=6), _RESULT_VALUE, max_size=5)
+
+
+@READER
+@given(
+    st.lists(_RESULT_ATTRIBUTES, max_size=3), _RESULT_ATTRIBUTES, st.integers(0, 2**64 - 1), st.sampled_from(["", "e"])
+)
+def test_result_fields_encode_as_protobuf_encodes_them(
+    events: list[dict[str, Any]], attributes: dict[str, Any], when: int, name: str
+) -> None:
+    encoded = encode_result_fields(events, attributes, when, name)
+    # Canonical form: protobuf writes fields in number order, the encoder events first; the messages are equal.
+    assert trace_pb2.Span.FromString(encoded).SerializeToString() == _protobuf_fields(events, attributes, when, name)
+
+
+def test_result_fields_refuse_what_protobuf_refuses() -> None:
+    with pytest.raises(ValueError, match="out of range"):
+        encode_result_fields([], {"n": 2**63}, 1, "e")
+    with pytest.raises(ValueError):
+        _protobuf_fields([], {"n": 2**63}, 1, "e")
+    with pytest.raises(TypeError):
+        encode_result_fields([{1: "not a str key"}], {}, 1, "e")  # type: ignore[dict-item]

@@ -1,4 +1,4 @@
-"""Types of the sidecar's OTLP reader (``_otlpread.c``)."""
+"""Types of the sidecar's OTLP reader and result encoder (``_protowire.c``)."""
 
 from collections.abc import Set
 from typing import Any, final
@@ -51,3 +51,6 @@ class Span:
 
 def read_request(body: bytes, keys: Set[str] | None = None, prefixes: tuple[str, ...] = ()) -> list[Span]: ...
 def read_span(span: bytes, resource_attributes: dict[str, Any], scope_name: str) -> Span: ...
+def encode_result_fields(
+    events: list[dict[str, Any]], attributes: dict[str, Any], time_unix_nano: int, event_name: str
+) -> bytes: ...
