@@ -5,15 +5,15 @@
  * needs some thirty of them, a run's results some hundred.
  *
  * Reading (read_request, read_span) walks the wire format once and builds the views normalization reads:
- * ``Span`` and ``Event`` struct
- * sequences whose fields are named as in ``trajgrade.spans.SpanView``, ids as lower-case hex, attribute
- * values as plain Python values (arrays as tuples, key-value lists as dicts; a later duplicate key wins).
+ * ``Span`` and ``Event`` struct sequences whose fields are named as in ``trajgrade.spans.SpanView``, ids as
+ * lower-case hex, attribute values as plain Python values (arrays as tuples, key-value lists as dicts; a
+ * later duplicate key wins).
  *
- * It reads the schema of ``trajgrade/sidecar/wire.py``'s ``ReadRequest`` (the OTLP field numbers of
- * ``ExportTraceServiceRequest``) and follows protobuf's parsing rules: unknown fields, and known fields
- * with another wire type, are skipped; a singular message field given twice is merged; a scalar given twice
- * takes the last value; strings must be UTF-8. Anything malformed raises ValueError naming the field and
- * the byte offset.
+ * It reads the fields of ``ExportTraceServiceRequest`` that grading needs, by their OTLP field numbers (a
+ * resource's attributes, a scope's name, a span's ids, name, kind, times, attributes, events, status and
+ * flags), and follows protobuf's parsing rules: unknown fields, and known fields with another wire type, are
+ * skipped; a singular message field given twice is merged; a scalar given twice takes the last value;
+ * strings must be UTF-8. Anything malformed raises ValueError naming the field and the byte offset.
  *
  * Encoding (encode_result_fields) writes a run's result events and verdict attributes as ``Span`` fields
  * (events = 11, attributes = 9), to be appended to the root's own bytes (concatenated messages merge).
