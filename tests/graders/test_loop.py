@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from factories import llm, run, tool
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from trajgrade import ConfigError, grade_run, parse_config
-from trajgrade.graders.loop import similarity
+from trajgrade.graders.loop import _flatten, _leaves, similarity
+
+_scalars = (
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(alphabet=" \tAaBb\u00df\u0130x", max_size=6)
+)
+_arguments = st.recursive(
+    _scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3) | st.integers(0, 3), inner, max_size=4)
+    ),
+    max_leaves=10,
+)
 
 
 def grade(options: str, t):  # type: ignore[no-untyped-def]
@@ -18,6 +33,21 @@ def test_similarity_compares_values_not_text() -> None:
     assert similarity({"q": "a", "page": 1}, {"q": "a", "page": 2}) == 0.5
     assert similarity({}, {}) == 1.0
     assert similarity({"n": 1}, {"n": "1"}) == 0.0
+
+
+@settings(max_examples=300, derandomize=True)
+@given(_arguments)
+def test_the_flat_path_flattens_as_the_general_one(arguments: Any) -> None:
+    flat, general = _flatten(arguments), _leaves(arguments)
+    assert list(flat.items()) == list(general.items())
+    assert [type(v) for v in flat.values()] == [type(v) for v in general.values()]
+
+
+@pytest.mark.parametrize("size", [255, 256, 257])
+def test_the_flat_path_keeps_the_leaf_limit(size: int) -> None:
+    arguments = {f"k{i}": f" V {i} " for i in range(size)}
+    assert _flatten(arguments) == _leaves(arguments)
+    assert len(_flatten(arguments)) == min(size, 256)
 
 
 def test_fail_lists_span_ids_and_similarity_scores() -> None:

@@ -30,9 +30,10 @@ __all__ = [
 Status = Literal["pass", "fail", "error"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Evidence:
-    """What was checked, in words, and the spans involved."""
+    """What was checked, in words, and the spans involved (read-only by contract; not frozen, as graders make
+    one per call and a frozen one costs three times as much to build)."""
 
     description: str
     span_ids: tuple[str, ...] = ()

@@ -73,6 +73,24 @@ def _leaves(value: Any, path: str = "", out: dict[str, Any] | None = None) -> di
     return out
 
 
+def _flatten(arguments: Any) -> dict[str, Any]:
+    """``_leaves(arguments)``, without recursion for the usual case: a flat object of scalars."""
+    if type(arguments) is not dict or not 0 < len(arguments) <= _MAX_LEAVES:
+        return _leaves(arguments)
+    out: dict[str, Any] = {}
+    for k, v in arguments.items():
+        t = type(v)
+        if t is str:
+            out[k if type(k) is str else str(k)] = " ".join(v.split()).casefold()
+        elif t is int or t is bool or v is None:
+            out[k if type(k) is str else str(k)] = v
+        elif t is float:
+            out[k if type(k) is str else str(k)] = int(v) if v.is_integer() else v
+        else:
+            return _leaves(arguments)
+    return out
+
+
 def similarity(a: dict[str, Any], b: dict[str, Any]) -> float:
     """Fraction of equal leaf values over the union of leaf paths of two flattened argument sets."""
     if not a and not b:
@@ -159,7 +177,7 @@ def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
         return not_evaluable(
             name, "loop", "tool arguments were not captured (enable content capture)", limit=c.max_repeats
         )
-    leaves = [_leaves(s.tool.arguments if s.tool is not None else None) for s in calls]
+    leaves = [_flatten(s.tool.arguments if s.tool is not None else None) for s in calls]
     loops = _loops(calls, leaves, c)
     if not loops:
         text = f"no action repeated more than {c.max_repeats} times in a row ({len(calls)} tool calls checked)"

@@ -23,7 +23,7 @@ from jsonschema.exceptions import SchemaError
 from pydantic import field_validator, model_validator
 
 from trajgrade.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
-from trajgrade.trajectory.model import Trajectory
+from trajgrade.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS"]
 
@@ -63,6 +63,10 @@ def _path(error: Any) -> str:
     return "arguments" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
 
 
+def _where(step: Step) -> str:
+    return f"{step.tool.name if step.tool else step.name} (span {step.span_id}, turn {step.turn})"
+
+
 def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
     calls = [s for s in t.tool_steps if s.tool is not None]
     if not calls:
@@ -86,20 +90,19 @@ def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
     for step in calls:
         assert step.tool is not None
         tool = step.tool.name
-        where = f"{tool} (span {step.span_id}, turn {step.turn})"
         if c.allowlist is not None and tool not in c.allowlist:
             violations.append(
                 {"span_id": step.span_id, "tool": tool, "argument": None, "reason": "not in the allowlist"}
             )
-            evidence.append(Evidence(f"{where}: tool not in the allowlist {list(c.allowlist)}", (step.span_id,)))
+            evidence.append(Evidence(f"{_where(step)}: tool not in the allowlist {list(c.allowlist)}", (step.span_id,)))
         if tool in c.blocklist:
             violations.append({"span_id": step.span_id, "tool": tool, "argument": None, "reason": "in the blocklist"})
-            evidence.append(Evidence(f"{where}: tool is in the blocklist", (step.span_id,)))
+            evidence.append(Evidence(f"{_where(step)}: tool is in the blocklist", (step.span_id,)))
         validator = validators.get(tool)
         if validator is None:
             continue
         if not step.tool.arguments_captured:
-            unchecked.append(where)
+            unchecked.append(_where(step))
             continue
         if validator.is_valid(step.tool.arguments):
             continue
@@ -110,7 +113,7 @@ def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
         for error in errors[:_MAX_ERRORS_PER_CALL]:
             argument = _path(error)
             violations.append({"span_id": step.span_id, "tool": tool, "argument": argument, "reason": error.message})
-            evidence.append(Evidence(f"{where}: {argument}: {error.message}", (step.span_id,)))
+            evidence.append(Evidence(f"{_where(step)}: {argument}: {error.message}", (step.span_id,)))
     checked = len(calls) - len(unchecked)
     if not violations and unchecked:
         return not_evaluable(

@@ -16,12 +16,15 @@ from typing import Any, Literal
 
 from trajgrade import semconv as sc
 from trajgrade.trajectory.cost import Price, call_cost
-from trajgrade.trajectory.model import AgentSummary, Deferred, Step, Summary, ToolCall, Trajectory, Usage
+from trajgrade.trajectory.model import AgentSummary, Step, Summary, ToolCall, Trajectory, Usage
 from trajgrade.trajectory.normalize import MISSING, SpanRecord, _PartsRef
 
 __all__ = ["build_trajectories", "build_trajectory", "parse_json_value"]
 
 _MAX_JSON_CHARS = 1_000_000
+#: The standard decoder's own scanner: ``json.loads`` around it costs three times the scan on a short object.
+_scan_json = json.JSONDecoder().scan_once
+_JSON_WHITESPACE = " \t\n\r"
 
 
 @dataclass(slots=True)
@@ -235,9 +238,11 @@ def parse_json_value(value: Any) -> Any:
     """A JSON string parsed (strings that are not JSON stay strings); other values as they are."""
     if isinstance(value, str) and value[:1] in ("{", "[", '"') and len(value) <= _MAX_JSON_CHARS:
         try:
-            return json.loads(value)
-        except (ValueError, RecursionError):
+            parsed, end = _scan_json(value, 0)
+        except (StopIteration, ValueError, RecursionError):
             return value
+        if end == len(value) or not value[end:].strip(_JSON_WHITESPACE):  # what json.loads accepts after a value
+            return parsed
     return value
 
 
@@ -267,13 +272,16 @@ def _from_parts(ref: _PartsRef) -> Any:
 def _tool_call(r: SpanRecord) -> ToolCall:
     arguments = _from_parts(r.tool_arguments) if isinstance(r.tool_arguments, _PartsRef) else r.tool_arguments
     result = _from_parts(r.tool_result) if isinstance(r.tool_result, _PartsRef) else r.tool_result
+    has_arguments, has_result = arguments is not MISSING, result is not MISSING
     return ToolCall(
         r.tool_name or r.name,
         r.tool_call_id,
-        Deferred(_arguments, arguments) if arguments is not MISSING else None,
-        Deferred(parse_json_value, result) if result is not MISSING else None,
-        arguments is not MISSING,
-        result is not MISSING,
+        arguments if has_arguments else None,
+        result if has_result else None,
+        has_arguments,
+        has_result,
+        _arguments if has_arguments else None,
+        parse_json_value if has_result else None,
     )
 
 

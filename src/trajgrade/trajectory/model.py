@@ -44,26 +44,25 @@ class Usage:
         return (self.input_tokens or 0) + (self.output_tokens or 0)
 
 
-class Deferred:
-    """A value computed when first read: ``compute(raw)`` (tool arguments and results are JSON text on most
-    spans, and most graders never look at the results)."""
-
-    __slots__ = ("compute", "raw")
-
-    def __init__(self, compute: Callable[[Any], Any], raw: Any) -> None:
-        self.compute = compute
-        self.raw = raw
-
-
 class ToolCall:
     """The tool part of a tool-call step; ``arguments`` and ``result`` are parsed when they are JSON.
 
     ``arguments_captured`` / ``result_captured`` say whether the spans recorded them at all (content
-    capture is opt-in in several instrumentations). Either value may be given as a :class:`Deferred`; it is
-    computed on first read.
+    capture is opt-in in several instrumentations). With ``parse_arguments`` / ``parse_result``, the value
+    given is raw and the function computes it on first read (tool arguments and results are JSON text on most
+    spans, and most graders never look at the results).
     """
 
-    __slots__ = ("_arguments", "_result", "arguments_captured", "call_id", "name", "result_captured")
+    __slots__ = (
+        "_arguments",
+        "_parse_arguments",
+        "_parse_result",
+        "_result",
+        "arguments_captured",
+        "call_id",
+        "name",
+        "result_captured",
+    )
 
     def __init__(
         self,
@@ -73,6 +72,8 @@ class ToolCall:
         result: Any = None,
         arguments_captured: bool = False,
         result_captured: bool = False,
+        parse_arguments: Callable[[Any], Any] | None = None,
+        parse_result: Callable[[Any], Any] | None = None,
     ) -> None:
         self.name = name
         self.call_id = call_id
@@ -80,17 +81,21 @@ class ToolCall:
         self._result = result
         self.arguments_captured = arguments_captured
         self.result_captured = result_captured
+        self._parse_arguments = parse_arguments
+        self._parse_result = parse_result
 
     @property
     def arguments(self) -> Any:
-        if type(self._arguments) is Deferred:
-            self._arguments = self._arguments.compute(self._arguments.raw)
+        if self._parse_arguments is not None:
+            self._arguments = self._parse_arguments(self._arguments)
+            self._parse_arguments = None
         return self._arguments
 
     @property
     def result(self) -> Any:
-        if type(self._result) is Deferred:
-            self._result = self._result.compute(self._result.raw)
+        if self._parse_result is not None:
+            self._result = self._parse_result(self._result)
+            self._parse_result = None
         return self._result
 
     def _key(self) -> tuple[Any, ...]:
