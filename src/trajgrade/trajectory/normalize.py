@@ -120,28 +120,31 @@ def _float(value: Any) -> float | None:
         return None
 
 
-def _usage(attributes: Mapping[str, Any], input_keys: tuple[str, ...], output_keys: tuple[str, ...]) -> Usage | None:
+def _usage(
+    attributes: Mapping[str, Any], shape: _Shape, input_keys: tuple[str, ...], output_keys: tuple[str, ...]
+) -> Usage | None:
     input_tokens = _int(_first(attributes, input_keys))
     output_tokens = _int(_first(attributes, output_keys))
     if input_tokens is None and output_tokens is None:
         return None  # the other counts alone are no usage
-    if attributes.keys().isdisjoint(sc.OPTIONAL_USAGE_KEYS):
+    if not shape.optional_usage:
         return Usage(input_tokens, output_tokens)
     return Usage(
         input_tokens,
         output_tokens,
-        _int(_first(attributes, sc.CACHE_READ_KEYS)),
-        _int(_first(attributes, sc.CACHE_WRITE_KEYS)),
-        _int(_first(attributes, sc.REASONING_KEYS)),
+        _int(_first(attributes, shape.cache_read)),
+        _int(_first(attributes, shape.cache_write)),
+        _int(_first(attributes, shape.reasoning)),
     )
 
 
-def _cost(attributes: Mapping[str, Any]) -> float | None:
-    if attributes.keys().isdisjoint(sc.ANY_COST_KEYS):
+def _cost(attributes: Mapping[str, Any], shape: _Shape) -> float | None:
+    if shape.cost:
+        cost = _float(_first(attributes, shape.cost))
+        if cost is not None:
+            return cost
+    if not shape.cost_parts:
         return None
-    cost = _float(_first(attributes, sc.COST_KEYS))
-    if cost is not None:
-        return cost
     parts = [attributes.get(k) for k in sc.COST_PART_KEYS]
     if None in parts:
         return None
@@ -174,25 +177,13 @@ def _error(span: SpanView, attributes: Mapping[str, Any], kind: str) -> tuple[bo
     return True, (str(error_type) if error_type is not None else None), (str(message) if message else None)
 
 
-def _tool_content(span: SpanView, attributes: Mapping[str, Any]) -> tuple[Any, Any]:
+def _tool_content(span: SpanView, attributes: Mapping[str, Any], shape: _Shape) -> tuple[Any, Any]:
     arguments: Any = MISSING
-    for key in sc.TOOL_ARGUMENT_KEYS:
-        if key in attributes:
-            arguments = attributes[key]
-            break
-    else:
-        flat = {
-            k[len(sc.TOOL_ARGUMENT_PREFIX) : -len(".value")]: attributes[k]
-            for k in attributes
-            if k.startswith(sc.TOOL_ARGUMENT_PREFIX) and k.endswith(".value")
-        }
-        if flat:
-            arguments = flat
-    result: Any = MISSING
-    for key in sc.TOOL_RESULT_KEYS:
-        if key in attributes:
-            result = attributes[key]
-            break
+    if shape.tool_arguments:
+        arguments = attributes[shape.tool_arguments[0]]
+    elif shape.flat_arguments:
+        arguments = {name: attributes[key] for key, name in shape.flat_arguments}
+    result: Any = attributes[shape.tool_results[0]] if shape.tool_results else MISSING
     if arguments is MISSING or result is MISSING:
         arguments, result = _tool_content_from_events(span, arguments, result)
     return arguments, result
@@ -227,27 +218,108 @@ class _PartsRef:
     field: str
 
 
-def _flat_tool_call_ids(attributes: Mapping[str, Any]) -> tuple[str, ...]:
-    keys = [
-        k
-        for k in attributes
-        if k.startswith(sc.FLAT_TOOL_CALL_ID_PREFIXES) and any(p.match(k) for p in sc.FLAT_TOOL_CALL_ID)
-    ]
-    if not keys:  # most model spans: no flattened output at all
-        return ()
-    return tuple(str(attributes[k]) for k in sorted(keys, key=_by_index))
-
-
-def _flat_tool_schemas(attributes: Mapping[str, Any]) -> tuple[Any, ...] | None:
-    if sc.FLAT_TOOL_SCHEMA_FIRST not in attributes:
-        return None
-    keys = [k for k in attributes if sc.FLAT_TOOL_SCHEMA.match(k)]
-    return tuple(attributes[k] for k in sorted(keys, key=_by_index))
-
-
 def _by_index(key: str) -> tuple[int, ...]:
     """Flattened keys in the order of their indices (``a.10.b`` after ``a.9.b``), whatever order they came in."""
     return tuple(int(part) for part in key.split(".") if part.isdigit())
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """Where a span's fields are among its attribute keys: for each field, the keys of its priority list that
+    are present (in priority order), and the flattened keys, in index order.
+
+    It depends on the keys alone, and an instrumentation sends the same keys, in the same order, on every span
+    of a kind: it is worked out once per key tuple (``_shape``), not once per span.
+    """
+
+    model: tuple[str, ...]
+    provider: tuple[str, ...]
+    input_tokens: tuple[str, ...]
+    output_tokens: tuple[str, ...]
+    cache_read: tuple[str, ...]
+    cache_write: tuple[str, ...]
+    reasoning: tuple[str, ...]
+    optional_usage: bool
+    cost: tuple[str, ...]
+    cost_parts: bool
+    tool_definitions: tuple[str, ...]
+    flat_tool_schemas: tuple[str, ...] | None
+    flat_tool_call_ids: tuple[str, ...]
+    tool_name: tuple[str, ...]
+    tool_call_id: tuple[str, ...]
+    tool_arguments: tuple[str, ...]
+    flat_arguments: tuple[tuple[str, str], ...]
+    tool_results: tuple[str, ...]
+    agent_name: tuple[str, ...]
+    agent_model: tuple[str, ...]
+    agent_input_tokens: tuple[str, ...]
+    agent_output_tokens: tuple[str, ...]
+    agent_output: tuple[str, ...]
+    agent_tool_definitions: tuple[str, ...]
+
+    @classmethod
+    def of(cls, keys: tuple[str, ...]) -> _Shape:
+        present = set(keys)
+
+        def among(priority: tuple[str, ...]) -> tuple[str, ...]:
+            return tuple(k for k in priority if k in present)
+
+        flat_ids = [
+            k
+            for k in keys
+            if k.startswith(sc.FLAT_TOOL_CALL_ID_PREFIXES) and any(p.match(k) for p in sc.FLAT_TOOL_CALL_ID)
+        ]
+        arguments = sc.TOOL_ARGUMENT_PREFIX
+        optional = (among(sc.CACHE_READ_KEYS), among(sc.CACHE_WRITE_KEYS), among(sc.REASONING_KEYS))
+        return cls(
+            model=among(sc.MODEL_KEYS),
+            provider=among(sc.PROVIDER_KEYS),
+            input_tokens=among(sc.INPUT_TOKEN_KEYS),
+            output_tokens=among(sc.OUTPUT_TOKEN_KEYS),
+            cache_read=optional[0],
+            cache_write=optional[1],
+            reasoning=optional[2],
+            optional_usage=any(optional),
+            cost=among(sc.COST_KEYS),
+            cost_parts=all(k in present for k in sc.COST_PART_KEYS),
+            tool_definitions=among((sc.TOOL_DEFINITIONS,)),
+            flat_tool_schemas=(
+                tuple(sorted((k for k in keys if sc.FLAT_TOOL_SCHEMA.match(k)), key=_by_index))
+                if sc.FLAT_TOOL_SCHEMA_FIRST in present
+                else None
+            ),
+            flat_tool_call_ids=tuple(sorted(flat_ids, key=_by_index)),
+            tool_name=among(sc.TOOL_NAME_KEYS),
+            tool_call_id=among(sc.TOOL_CALL_ID_KEYS),
+            tool_arguments=among(sc.TOOL_ARGUMENT_KEYS),
+            flat_arguments=tuple(
+                (k, k[len(arguments) : -len(".value")])
+                for k in keys
+                if k.startswith(arguments) and k.endswith(".value")
+            ),
+            tool_results=among(sc.TOOL_RESULT_KEYS),
+            agent_name=among(sc.AGENT_NAME_KEYS),
+            agent_model=among(sc.AGENT_MODEL_KEYS),
+            agent_input_tokens=among(sc.AGENT_INPUT_TOKEN_KEYS),
+            agent_output_tokens=among(sc.AGENT_OUTPUT_TOKEN_KEYS),
+            agent_output=among(sc.AGENT_OUTPUT_KEYS),
+            agent_tool_definitions=among(sc.TOOL_DEFINITION_KEYS),
+        )
+
+
+_SHAPES: dict[tuple[str, ...], _Shape] = {}
+#: Key tuples remembered at most (then forgotten all at once): far more than the kinds of span a fleet sends.
+_MAX_SHAPES = 4096
+
+
+def _shape(attributes: Mapping[str, Any]) -> _Shape:
+    keys = tuple(attributes)
+    shape = _SHAPES.get(keys)
+    if shape is None:
+        if len(_SHAPES) >= _MAX_SHAPES:
+            _SHAPES.clear()
+        shape = _SHAPES[keys] = _Shape.of(keys)
+    return shape
 
 
 def normalize(span: SpanView, keep_attributes: bool | None = None) -> SpanRecord:
@@ -277,32 +349,38 @@ def normalize(span: SpanView, keep_attributes: bool | None = None) -> SpanRecord
     if keep_attributes:
         r.attributes = dict(attributes)
     if kind == sc.LLM or kind == sc.EMBEDDING:
-        model = _first(attributes, sc.MODEL_KEYS)
-        provider = _first(attributes, sc.PROVIDER_KEYS)
+        shape = _shape(attributes)
+        model = _first(attributes, shape.model)
+        provider = _first(attributes, shape.provider)
         output = attributes.get(sc.OUTPUT_MESSAGES)
         r.model = str(model) if model is not None else None
         r.provider = str(provider) if provider is not None else None
-        r.usage = _usage(attributes, sc.INPUT_TOKEN_KEYS, sc.OUTPUT_TOKEN_KEYS)
-        r.cost_usd = _cost(attributes)
+        r.usage = _usage(attributes, shape, shape.input_tokens, shape.output_tokens)
+        r.cost_usd = _cost(attributes, shape)
         r.agent_name = _str_or_none(attributes.get(sc.AGENT_NAME))
         r.output_messages = output
-        r.requested_tool_call_ids = () if output is not None else _flat_tool_call_ids(attributes)
-        r.tool_definitions = _first(attributes, (sc.TOOL_DEFINITIONS,)) or _flat_tool_schemas(attributes)
+        if output is None and shape.flat_tool_call_ids:
+            r.requested_tool_call_ids = tuple(str(attributes[k]) for k in shape.flat_tool_call_ids)
+        r.tool_definitions = _first(attributes, shape.tool_definitions) or (
+            tuple(attributes[k] for k in shape.flat_tool_schemas) if shape.flat_tool_schemas is not None else None
+        )
     elif kind == sc.TOOL:
-        tool_name = _first(attributes, sc.TOOL_NAME_KEYS) or _name_from(name, sc.TOOL_NAME_FROM_SPAN_NAME) or name
-        call_id = _first(attributes, sc.TOOL_CALL_ID_KEYS)
+        shape = _shape(attributes)
+        tool_name = _first(attributes, shape.tool_name) or _name_from(name, sc.TOOL_NAME_FROM_SPAN_NAME) or name
+        call_id = _first(attributes, shape.tool_call_id)
         r.agent_name = _str_or_none(attributes.get(sc.AGENT_NAME))
         r.tool_name = str(tool_name)
         r.tool_call_id = str(call_id) if call_id is not None else None
-        r.tool_arguments, r.tool_result = _tool_content(span, attributes)
+        r.tool_arguments, r.tool_result = _tool_content(span, attributes, shape)
     elif kind == sc.AGENT or kind == sc.WORKFLOW:
-        agent = _first(attributes, sc.AGENT_NAME_KEYS) or _name_from(name, sc.AGENT_NAME_FROM_SPAN_NAME)
-        model = _first(attributes, sc.AGENT_MODEL_KEYS)
+        shape = _shape(attributes)
+        agent = _first(attributes, shape.agent_name) or _name_from(name, sc.AGENT_NAME_FROM_SPAN_NAME)
+        model = _first(attributes, shape.agent_model)
         r.agent_name = str(agent) if agent is not None else (name if kind == sc.AGENT else None)
         r.model = str(model) if model is not None else None
-        r.usage = _usage(attributes, sc.AGENT_INPUT_TOKEN_KEYS, sc.AGENT_OUTPUT_TOKEN_KEYS)
-        r.output = _first(attributes, sc.AGENT_OUTPUT_KEYS)
-        r.tool_definitions = _first(attributes, sc.TOOL_DEFINITION_KEYS)
+        r.usage = _usage(attributes, shape, shape.agent_input_tokens, shape.agent_output_tokens)
+        r.output = _first(attributes, shape.agent_output)
+        r.tool_definitions = _first(attributes, shape.agent_tool_definitions)
     return r
 
 

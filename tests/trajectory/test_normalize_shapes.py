@@ -1,0 +1,58 @@
+"""Normalization looks keys up through a cache of key sets (``_Shape``); a record must not depend on it.
+
+Every span of every fixture is normalized as recorded, with its attribute keys reversed and rotated (a new key
+tuple, so a new shape), and after the cache was filled past its limit: the records must be equal.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import fields
+from typing import Any
+
+import pytest
+from conftest import fixture_files
+
+from trajgrade.readers import read_path
+from trajgrade.spans import SpanView
+from trajgrade.trajectory import normalize
+
+#: The module (the package's ``normalize`` is the function).
+normalize_module = importlib.import_module("trajgrade.trajectory.normalize")
+
+
+class _Reordered:
+    """A span whose attributes come in another order (every other field as the span has it)."""
+
+    def __init__(self, span: SpanView, attributes: Mapping[str, Any]) -> None:
+        self._span = span
+        self.attributes = attributes
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._span, name)
+
+
+def _orders(attributes: Mapping[str, Any]) -> list[dict[str, Any]]:
+    items = list(attributes.items())
+    return [dict(reversed(items)), dict(items[len(items) // 2 :] + items[: len(items) // 2])]
+
+
+def _record(span: Any) -> dict[str, Any]:
+    r = normalize(span, True)
+    record = {f.name: getattr(r, f.name) for f in fields(r)}
+    record["attributes"] = dict(sorted((r.attributes or {}).items()))
+    return record
+
+
+@pytest.mark.parametrize("path", fixture_files(), ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}/{p.stem}")
+def test_records_do_not_depend_on_key_order_or_the_cache(path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    spans = list(read_path(str(path)))
+    expected = [_record(s) for s in spans]
+    for span, want in zip(spans, expected, strict=True):
+        for attributes in _orders(span.attributes):
+            assert _record(_Reordered(span, attributes)) == want
+    monkeypatch.setattr(normalize_module, "_SHAPES", {})
+    monkeypatch.setattr(normalize_module, "_MAX_SHAPES", 3)
+    assert [_record(s) for s in spans] == expected
+    assert len(normalize_module._SHAPES) <= 3
