@@ -54,9 +54,7 @@ def result_attributes(result: GraderResult) -> dict[str, AttributeValue]:
         v = _attr_value(value)
         if v is not None:
             attrs[key] = v
-    span_ids: list[str] = []
-    for e in result.evidence:
-        span_ids.extend(sid for sid in e.span_ids if sid not in span_ids)
+    span_ids = list(dict.fromkeys(sid for e in result.evidence for sid in e.span_ids))  # each once, in order
     if span_ids:
         attrs[sc.TRAJGRADE_EVIDENCE_SPAN_IDS] = tuple(span_ids[:_MAX_SPAN_IDS])
     return attrs

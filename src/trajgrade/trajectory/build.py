@@ -400,7 +400,11 @@ def _agents(nodes: list[_Node], steps: list[Step]) -> tuple[AgentSummary, ...]:
         return ()
     by_agent: dict[tuple[str | None, int], list[Step]] = {}
     for s in steps:
-        by_agent.setdefault((s.agent, s.depth), []).append(s)
+        key = (s.agent, s.depth)
+        if key in by_agent:
+            by_agent[key].append(s)
+        else:
+            by_agent[key] = [s]
     out: list[AgentSummary] = []
     for name, parent in order:
         own = by_agent.get((name, info[(name, parent)]["depth"]), [])

@@ -41,6 +41,8 @@ def call_cost(
         return None
     cache_read = usage.cache_read_tokens or 0
     cache_write = usage.cache_write_tokens or 0
+    if not cache_read and not cache_write:  # most calls
+        return (max(usage.input_tokens, 0) * price.input + usage.output_tokens * price.output) / 1e6
     # OpenTelemetry's input tokens include cached tokens; price those at their own rate when one is known.
     plain_input = usage.input_tokens
     cost = 0.0
