@@ -10,7 +10,7 @@ same call.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -23,7 +23,7 @@ __all__ = ["build_trajectories", "build_trajectory", "parse_json_value"]
 
 _MAX_JSON_CHARS = 1_000_000
 #: The standard decoder's own scanner: ``json.loads`` around it costs three times the scan on a short object.
-_scan_json = json.JSONDecoder().scan_once
+_scan_json: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 _JSON_WHITESPACE = " \t\n\r"
 
 
@@ -400,11 +400,11 @@ def _agents(nodes: list[_Node], steps: list[Step]) -> tuple[AgentSummary, ...]:
         return ()
     by_agent: dict[tuple[str | None, int], list[Step]] = {}
     for s in steps:
-        key = (s.agent, s.depth)
-        if key in by_agent:
-            by_agent[key].append(s)
+        group = (s.agent, s.depth)
+        if group in by_agent:
+            by_agent[group].append(s)
         else:
-            by_agent[key] = [s]
+            by_agent[group] = [s]
     out: list[AgentSummary] = []
     for name, parent in order:
         own = by_agent.get((name, info[(name, parent)]["depth"]), [])
