@@ -1,6 +1,23 @@
-"""The one C extension: the sidecar's OTLP reader and result encoder. The rest of the package is in pyproject.toml."""
+"""The compiled parts of the package (the rest is in pyproject.toml).
 
+- The sidecar's OTLP reader and result encoder, in C (``_protowire.c``).
+- The modules every span and every tool call goes through, compiled from their typed Python with mypyc: the
+  span records and the trajectory model, normalization, the build, prices, and the loop grader's search.
+  The same source runs interpreted where it is not compiled; ``make lint`` type-checks it strictly. Here mypy
+  only has to type the modules for the compiler, without the project's config (its pydantic plugin) and
+  without the runtime dependencies, which the build environment does not have.
+"""
+
+from mypyc.build import mypycify
 from setuptools import Extension, setup
+
+COMPILED = [
+    "src/trajgrade/trajectory/model.py",
+    "src/trajgrade/trajectory/normalize.py",
+    "src/trajgrade/trajectory/build.py",
+    "src/trajgrade/trajectory/cost.py",
+    "src/trajgrade/graders/loop_search.py",
+]
 
 setup(
     ext_modules=[
@@ -8,6 +25,7 @@ setup(
             "trajgrade.sidecar._protowire",
             ["src/trajgrade/sidecar/_protowire.c"],
             extra_compile_args=["-O2", "-Wall", "-Wno-missing-field-initializers"],
-        )
+        ),
+        *mypycify(["--config-file=", "--ignore-missing-imports", *COMPILED], opt_level="3"),
     ]
 )

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trajgrade import ConfigError, grade_run, parse_config
-from trajgrade.graders.loop import _flatten, _leaves, similarity
+from trajgrade.graders.loop_search import _leaves, flatten, similarity
 
 _scalars = (
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(alphabet=" \tAaBb\u00df\u0130x", max_size=6)
@@ -38,7 +38,7 @@ def test_similarity_compares_values_not_text() -> None:
 @settings(max_examples=300, derandomize=True)
 @given(_arguments)
 def test_the_flat_path_flattens_as_the_general_one(arguments: Any) -> None:
-    flat, general = _flatten(arguments), _leaves(arguments)
+    flat, general = flatten(arguments), _leaves(arguments)
     assert list(flat.items()) == list(general.items())
     assert [type(v) for v in flat.values()] == [type(v) for v in general.values()]
 
@@ -46,8 +46,8 @@ def test_the_flat_path_flattens_as_the_general_one(arguments: Any) -> None:
 @pytest.mark.parametrize("size", [255, 256, 257])
 def test_the_flat_path_keeps_the_leaf_limit(size: int) -> None:
     arguments = {f"k{i}": f" V {i} " for i in range(size)}
-    assert _flatten(arguments) == _leaves(arguments)
-    assert len(_flatten(arguments)) == min(size, 256)
+    assert flatten(arguments) == _leaves(arguments)
+    assert len(flatten(arguments)) == min(size, 256)
 
 
 def test_fail_lists_span_ids_and_similarity_scores() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Literal
 
 from trajgrade import semconv as sc
@@ -27,13 +27,24 @@ _scan_json: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once
 _JSON_WHITESPACE = " \t\n\r"
 
 
-@dataclass(slots=True)
 class _Node:
-    record: SpanRecord
-    agent: SpanRecord | None  # nearest enclosing agent span (itself excluded)
-    depth: int  # agent nesting depth
-    llm_ancestor: str | None  # nearest LLM span above, with no agent span between
-    tool_ancestor: str | None  # nearest tool span above, with no agent span between
+    """A record where it stands in the run (one per span; a plain class, see ``model.py``'s docstring)."""
+
+    __slots__ = ("agent", "depth", "llm_ancestor", "record", "tool_ancestor")
+
+    def __init__(
+        self,
+        record: SpanRecord,
+        agent: SpanRecord | None,  # nearest enclosing agent span (itself excluded)
+        depth: int,  # agent nesting depth
+        llm_ancestor: str | None,  # nearest LLM span above, with no agent span between
+        tool_ancestor: str | None,  # nearest tool span above, with no agent span between
+    ) -> None:
+        self.record = record
+        self.agent = agent
+        self.depth = depth
+        self.llm_ancestor = llm_ancestor
+        self.tool_ancestor = tool_ancestor
 
 
 def build_trajectories(

@@ -11,7 +11,9 @@ What counts:
 
 Every value here is read-only by contract. The per-span ones (``Usage``, ``ToolCall``, ``Step``) are plain
 slotted classes rather than frozen dataclasses, because a frozen dataclass of twenty fields costs about eight
-times as much to build, and a trajectory builds one per span.
+times as much to build, and a trajectory builds one per span. They also write their ``__init__`` out: this
+module is compiled with mypyc (``setup.py``), which compiles a written ``__init__`` but leaves the one
+``@dataclass`` generates interpreted, at about eight times the cost.
 """
 
 from __future__ import annotations
@@ -23,15 +25,29 @@ from typing import Any, Literal
 StepKind = Literal["llm_call", "tool_call"]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Usage:
     """Token counts of one LLM call (or a sum); ``None`` where the span did not say."""
 
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cache_read_tokens: int | None = None
-    cache_write_tokens: int | None = None
-    reasoning_tokens: int | None = None
+    input_tokens: int | None
+    output_tokens: int | None
+    cache_read_tokens: int | None
+    cache_write_tokens: int | None
+    reasoning_tokens: int | None
+
+    def __init__(
+        self,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        cache_read_tokens: int | None = None,
+        cache_write_tokens: int | None = None,
+        reasoning_tokens: int | None = None,
+    ) -> None:
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+        self.cache_read_tokens = cache_read_tokens
+        self.cache_write_tokens = cache_write_tokens
+        self.reasoning_tokens = reasoning_tokens
 
     @property
     def known(self) -> bool:
@@ -114,7 +130,7 @@ class ToolCall:
         )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Step:
     """One LLM call or tool call of a run, in start order."""
 
@@ -128,16 +144,58 @@ class Step:
     start_unix_nano: int
     end_unix_nano: int
     status: Literal["ok", "error"]
-    error_type: str | None = None
-    error_message: str | None = None
-    model: str | None = None
-    provider: str | None = None
-    usage: Usage | None = None
-    cost_usd: float | None = None
-    tool: ToolCall | None = None
-    requested_tool_call_ids: tuple[str, ...] = ()
+    error_type: str | None
+    error_message: str | None
+    model: str | None
+    provider: str | None
+    usage: Usage | None
+    cost_usd: float | None
+    tool: ToolCall | None
+    requested_tool_call_ids: tuple[str, ...]
     #: Nesting depth of delegation: 0 for the run's own agent, 1 for a sub-agent, ...
-    depth: int = 0
+    depth: int
+
+    def __init__(
+        self,
+        index: int,
+        kind: StepKind,
+        span_id: str,
+        parent_span_id: str | None,
+        name: str,
+        agent: str | None,
+        turn: int,
+        start_unix_nano: int,
+        end_unix_nano: int,
+        status: Literal["ok", "error"],
+        error_type: str | None = None,
+        error_message: str | None = None,
+        model: str | None = None,
+        provider: str | None = None,
+        usage: Usage | None = None,
+        cost_usd: float | None = None,
+        tool: ToolCall | None = None,
+        requested_tool_call_ids: tuple[str, ...] = (),
+        depth: int = 0,
+    ) -> None:
+        self.index = index
+        self.kind = kind
+        self.span_id = span_id
+        self.parent_span_id = parent_span_id
+        self.name = name
+        self.agent = agent
+        self.turn = turn
+        self.start_unix_nano = start_unix_nano
+        self.end_unix_nano = end_unix_nano
+        self.status = status
+        self.error_type = error_type
+        self.error_message = error_message
+        self.model = model
+        self.provider = provider
+        self.usage = usage
+        self.cost_usd = cost_usd
+        self.tool = tool
+        self.requested_tool_call_ids = requested_tool_call_ids
+        self.depth = depth
 
     @property
     def duration_ms(self) -> float:

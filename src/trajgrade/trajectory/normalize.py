@@ -33,9 +33,10 @@ class _Missing:
 MISSING: Any = _Missing()
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class SpanRecord:
-    """What trajgrade keeps of one span (read-only by contract; not frozen, which would make it slow to build)."""
+    """What trajgrade keeps of one span (read-only by contract; not frozen, which would make it slow to build;
+    its ``__init__`` written out, as in ``model.py``, for mypyc to compile it)."""
 
     trace_id: str
     span_id: str
@@ -45,26 +46,80 @@ class SpanRecord:
     start_unix_nano: int
     end_unix_nano: int
     error: bool
-    error_type: str | None = None
-    error_message: str | None = None
-    model: str | None = None
-    provider: str | None = None
-    usage: Usage | None = None
-    cost_usd: float | None = None
-    agent_name: str | None = None
-    tool_name: str | None = None
-    tool_call_id: str | None = None
-    tool_arguments: Any = MISSING
-    tool_result: Any = MISSING
+    error_type: str | None
+    error_message: str | None
+    model: str | None
+    provider: str | None
+    usage: Usage | None
+    cost_usd: float | None
+    agent_name: str | None
+    tool_name: str | None
+    tool_call_id: str | None
+    tool_arguments: Any
+    tool_result: Any
     #: LLM: the raw output messages, or the tool-call ids found in flattened attributes.
-    output_messages: Any = None
-    requested_tool_call_ids: tuple[str, ...] = ()
-    tool_definitions: Any = None
+    output_messages: Any
+    requested_tool_call_ids: tuple[str, ...]
+    tool_definitions: Any
     #: Agent spans: their recorded final answer.
-    output: Any = None
-    service_name: str | None = None
+    output: Any
+    service_name: str | None
     #: Kept for root-like spans only (suite matching reads them).
-    attributes: Mapping[str, Any] | None = None
+    attributes: Mapping[str, Any] | None
+
+    def __init__(
+        self,
+        trace_id: str,
+        span_id: str,
+        parent_span_id: str | None,
+        name: str,
+        kind: str,
+        start_unix_nano: int,
+        end_unix_nano: int,
+        error: bool,
+        error_type: str | None = None,
+        error_message: str | None = None,
+        model: str | None = None,
+        provider: str | None = None,
+        usage: Usage | None = None,
+        cost_usd: float | None = None,
+        agent_name: str | None = None,
+        tool_name: str | None = None,
+        tool_call_id: str | None = None,
+        tool_arguments: Any = MISSING,
+        tool_result: Any = MISSING,
+        output_messages: Any = None,
+        requested_tool_call_ids: tuple[str, ...] = (),
+        tool_definitions: Any = None,
+        output: Any = None,
+        service_name: str | None = None,
+        attributes: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.trace_id = trace_id
+        self.span_id = span_id
+        self.parent_span_id = parent_span_id
+        self.name = name
+        self.kind = kind
+        self.start_unix_nano = start_unix_nano
+        self.end_unix_nano = end_unix_nano
+        self.error = error
+        self.error_type = error_type
+        self.error_message = error_message
+        self.model = model
+        self.provider = provider
+        self.usage = usage
+        self.cost_usd = cost_usd
+        self.agent_name = agent_name
+        self.tool_name = tool_name
+        self.tool_call_id = tool_call_id
+        self.tool_arguments = tool_arguments
+        self.tool_result = tool_result
+        self.output_messages = output_messages
+        self.requested_tool_call_ids = requested_tool_call_ids
+        self.tool_definitions = tool_definitions
+        self.output = output
+        self.service_name = service_name
+        self.attributes = attributes
 
 
 def classify(name: str, attributes: Mapping[str, Any]) -> str:
