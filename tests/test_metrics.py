@@ -1,0 +1,76 @@
+"""Run and result counts are summed in trajgrade and added to their counters in one call per attribute set; no
+collection may miss a run graded before it, and counts never wait long when nothing collects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from factories import llm, run, tool
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from readings import metric_points
+
+import trajgrade.metrics as metrics_module
+from trajgrade import grade_run, parse_config
+from trajgrade.metrics import GradingMetrics
+from trajgrade.suite import RunReport
+
+CONFIG = parse_config("graders:\n  - type: token-budget\n    config: {max: 150}\n  - type: loop\n    max_repeats: 3\n")
+
+
+def _reports() -> tuple[RunReport, RunReport]:
+    small = grade_run(CONFIG, run(llm(), tool("search", {"q": "a"}, "r")))
+    big = grade_run(CONFIG, run(llm(), llm(), tool("search", {"q": "b"}, "r")))
+    return small, big
+
+
+def _sums(reader: InMemoryMetricReader, name: str) -> dict[tuple[tuple[str, Any], ...], int]:
+    return {tuple(sorted(p.attributes.items())): p.value for p in metric_points(reader, name)}
+
+
+def test_every_collection_sees_every_run_graded_before_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(metrics_module, "_FLUSH_S", 3600.0)  # only collections add the counts
+    reader = InMemoryMetricReader()
+    metrics = GradingMetrics(MeterProvider(metric_readers=[reader]))
+    small, big = _reports()
+    assert small.passed and not big.passed
+    for _ in range(5):
+        metrics.record_report(small, 0.001)
+    metrics.record_report(big, 0.001)
+    runs = _sums(reader, "trajgrade.runs")
+    assert sorted(runs.values()) == [1, 5]
+    assert sum(_sums(reader, "trajgrade.evaluations").values()) == 12  # two graders, six runs
+    for _ in range(3):
+        metrics.record_report(big, 0.001)
+    assert sorted(_sums(reader, "trajgrade.runs").values()) == [4, 5]  # cumulative, nothing counted twice
+    assert sum(_sums(reader, "trajgrade.evaluations").values()) == 18
+
+
+class _Calls:
+    """Records the calls to a counter (a spy around the real one)."""
+
+    def __init__(self, counter: Any) -> None:
+        self.counter = counter
+        self.calls: list[int] = []
+
+    def add(self, amount: int, attributes: Any = None) -> None:
+        self.calls.append(amount)
+        self.counter.add(amount, attributes)
+
+
+def test_counts_are_added_once_per_attribute_set_and_without_a_collection(monkeypatch: pytest.MonkeyPatch) -> None:
+    reader = InMemoryMetricReader()
+    metrics = GradingMetrics(MeterProvider(metric_readers=[reader]))
+    spy = metrics.runs = _Calls(metrics.runs)  # type: ignore[assignment]
+    small, big = _reports()
+    monkeypatch.setattr(metrics_module, "_FLUSH_S", 3600.0)
+    for report in (small, small, big, small):
+        metrics.record_report(report, 0.001)
+    assert spy.calls == []  # summed, not yet added
+    metrics.flush()
+    assert sorted(spy.calls) == [1, 3]  # one call for the passed runs, one for the failed one
+    monkeypatch.setattr(metrics_module, "_FLUSH_S", 0.0)  # nothing collects: the counts still go out
+    metrics.record_report(small, 0.001)
+    assert sorted(spy.calls) == [1, 1, 3]
+    assert sorted(_sums(reader, "trajgrade.runs").values()) == [1, 4]
