@@ -182,6 +182,23 @@ def _match(m: ToolMatch, step: Step) -> Match:
     return None if unknown else True
 
 
+def _row(m: ToolMatch, calls: list[Step]) -> list[Match]:
+    """``_match`` of one matcher against every call; a matcher of the name alone is decided once per tool name."""
+    if m.command is not None or m.path is not None or m.args or m.result is not None:
+        return [_match(m, s) for s in calls]
+    by_name: dict[str, Match] = {}
+    row: list[Match] = []
+    for s in calls:
+        name = s.tool.name if s.tool is not None else None
+        if name is None:
+            row.append(False)
+        else:
+            if name not in by_name:
+                by_name[name] = _match(m, s)
+            row.append(by_name[name])
+    return row
+
+
 def _in_step(m: ToolMatch, step: Step) -> bool:
     if m.at_step is not None and step.turn != m.at_step:
         return False
@@ -267,9 +284,9 @@ def _sequence(
 def tool_calls(t: Trajectory, c: ToolCallsConfig, name: str) -> GraderResult:
     calls = [s for s in t.tool_steps if s.tool is not None]
     try:  # every matcher against every call, so a configuration problem never depends on the verdict
-        required = [[_match(m, s) for s in calls] for m in c.required or ()]
-        disallowed = [[_match(m, s) for s in calls] for m in c.disallowed or ()]
-        sequence = [[_match(m, s) for s in calls] for m in c.sequence or ()]
+        required = [_row(m, calls) for m in c.required or ()]
+        disallowed = [_row(m, calls) for m in c.disallowed or ()]
+        sequence = [_row(m, calls) for m in c.sequence or ()]
     except _ConfigProblem as e:
         return GraderResult(
             name=name,
