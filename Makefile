@@ -6,8 +6,8 @@ STAMP := $(VENV)/.installed
 
 .PHONY: test lint demo bench fixtures clean system-deps
 
-# The install compiles the sidecar's protobuf codec (C) and the modules setup.py lists (mypyc): a changed source
-# reinstalls it, as the compiled module is the one Python imports.
+# The install compiles the sidecar's protobuf codec (C) and the modules setup.py lists (mypyc, with the modules
+# whose constants they take): a changed source reinstalls it, as the compiled module is the one Python imports.
 COMPILED := $(shell sed -n 's/^ *"\(src\/trajgrade\/[a-z_/]*\.py\)",$$/\1/p' setup.py)
 $(STAMP): pyproject.toml setup.py src/trajgrade/sidecar/_protowire.c $(COMPILED)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

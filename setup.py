@@ -18,6 +18,11 @@ COMPILED = [
     "src/trajgrade/trajectory/cost.py",
     "src/trajgrade/graders/loop_search.py",
 ]
+#: Modules they import whose constants mypyc copies into the compiled code: a change to one rebuilds them too.
+INLINED = [
+    "src/trajgrade/semconv.py",
+    "src/trajgrade/spans.py",
+]
 
 setup(
     ext_modules=[

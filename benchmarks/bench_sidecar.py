@@ -411,40 +411,43 @@ def figures() -> list[Figure]:
             ),
             Figure("  sidecar requests refused (429)", t["refused"], "", "-", True),
         ]
-    m, b = results[("trajgrade+metrics", "synthetic", 1)], results[("bare", "synthetic", 1)]
-    figs += [
-        Figure(
-            f"reference: the sidecar with its Prometheus endpoint on, {SHAPES['synthetic']}",
-            m["spans_per_s"],
-            "spans/s",
-            "-",
-            True,
-            b["spans_per_s"],
-            "bare Python receiver",
-        ),
-        Figure("  CPU per span", m["cpu_us_per_span"], "us", "-", True, b["cpu_us_per_span"], "bare receiver"),
-    ]
+    b = results[("bare", "synthetic", 1)]
+    figs += _reference(
+        f"the sidecar with its Prometheus endpoint on, {SHAPES['synthetic']}",
+        results[("trajgrade+metrics", "synthetic", 1)],
+        b,
+    )
     r = results[("rotel", "synthetic", 1)]
     figs += [
         Figure(f"reference: rotel pass-through, {SHAPES['synthetic']}", r["spans_per_s"], "spans/s", "-", True),
         Figure("  reference: rotel p99 request latency", r["p99"] * 1000, "ms", "-", True),
         Figure("  reference: rotel CPU per span", r["cpu_us_per_span"], "us", "-", True),
     ]
-    g, b = results[("rotel+trajgrade", "synthetic", 1)], results[("bare", "synthetic", 1)]
-    figs += [
+    figs += _reference(
+        f"trajgrade inside rotel (its trace processor), {SHAPES['synthetic']}",
+        results[("rotel+trajgrade", "synthetic", 1)],
+        b,
+    )
+    return figs
+
+
+def _reference(label: str, r: dict[str, float], bare_result: dict[str, float]) -> list[Figure]:
+    """A reference load's rate, p99 latency and CPU per span beside the bare receiver's, without a target."""
+    return [
         Figure(
-            f"reference: trajgrade inside rotel (its trace processor), {SHAPES['synthetic']}",
-            g["spans_per_s"],
+            f"reference: {label}",
+            r["spans_per_s"],
             "spans/s",
             "-",
             True,
-            b["spans_per_s"],
+            bare_result["spans_per_s"],
             "bare Python receiver",
         ),
-        Figure("  p99 request latency", g["p99"] * 1000, "ms", "-", True, b["p99"] * 1000, "bare receiver"),
-        Figure("  CPU per span", g["cpu_us_per_span"], "us", "-", True, b["cpu_us_per_span"], "bare receiver"),
+        Figure("  p99 request latency", r["p99"] * 1000, "ms", "-", True, bare_result["p99"] * 1000, "bare receiver"),
+        Figure(
+            "  CPU per span", r["cpu_us_per_span"], "us", "-", True, bare_result["cpu_us_per_span"], "bare receiver"
+        ),
     ]
-    return figs
 
 
 if __name__ == "__main__":

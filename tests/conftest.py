@@ -14,26 +14,27 @@ FIXTURES = TESTS / "fixtures"
 sys.path.insert(0, str(TESTS))
 
 
-def compiled_modules() -> list[tuple[str, Path]]:
-    """(module, source) of each module setup.py compiles with mypyc."""
+def _setup_list(name: str) -> list[str]:
     tree = ast.parse((TESTS.parent / "setup.py").read_text())
-    paths: list[str] = next(
+    return next(
         ast.literal_eval(node.value)
         for node in tree.body
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "COMPILED"
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == name
     )
-    return [(path.removeprefix("src/").removesuffix(".py").replace("/", "."), TESTS.parent / path) for path in paths]
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The tests run the code Python imports: for the compiled modules, their extension, which must be built from
-    the source as it is now (``make test`` rebuilds it when a source changed; a bare ``pytest`` does not)."""
-    for module, source in compiled_modules():
+    """The tests run the code Python imports: for the modules setup.py compiles with mypyc, their extension, which
+    must be built from the sources as they are now (``make test`` rebuilds it when one changed; a bare ``pytest``
+    does not). A compiled module also holds the constants it took from the ``INLINED`` modules."""
+    inlined = max((TESTS.parent / path).stat().st_mtime for path in _setup_list("INLINED"))
+    for path in _setup_list("COMPILED"):
+        module = path.removeprefix("src/").removesuffix(".py").replace("/", ".")
         loaded = Path(importlib.import_module(module).__file__ or "")
         if loaded.suffix != ".so":
             raise pytest.UsageError(f"{module} runs from {loaded}, not compiled: run `make test` to build it")
-        if loaded.stat().st_mtime < source.stat().st_mtime:
-            raise pytest.UsageError(f"{loaded.name} is older than {source}: run `make test` to rebuild it")
+        if loaded.stat().st_mtime < max(inlined, (TESTS.parent / path).stat().st_mtime):
+            raise pytest.UsageError(f"{loaded.name} is older than its sources: run `make test` to rebuild it")
 
 
 def fixture_files() -> list[Path]:

@@ -133,8 +133,6 @@ REASONING_KEYS: Final = (
     "llm.usage.reasoning_tokens",
     "llm.token_count.completion_details.reasoning",
 )
-#: The counts most spans lack (one look tells whether any is there).
-OPTIONAL_USAGE_KEYS: Final = frozenset({*CACHE_READ_KEYS, *CACHE_WRITE_KEYS, *REASONING_KEYS})
 #: Run totals that agent spans repeat: a fallback when no LLM span carries usage, never added on top.
 AGENT_INPUT_TOKEN_KEYS: Final = ("gen_ai.aggregated_usage.input_tokens", *INPUT_TOKEN_KEYS)
 AGENT_OUTPUT_TOKEN_KEYS: Final = ("gen_ai.aggregated_usage.output_tokens", *OUTPUT_TOKEN_KEYS)
@@ -142,7 +140,6 @@ AGENT_OUTPUT_TOKEN_KEYS: Final = ("gen_ai.aggregated_usage.output_tokens", *OUTP
 #: Cost in USD; the first present wins. ``llm.cost.prompt`` + ``llm.cost.completion`` is the last resort.
 COST_KEYS: Final = ("gen_ai.usage.cost.amount", "llm.cost.total", "gen_ai.usage.cost", "operation.cost")
 COST_PART_KEYS: Final = ("llm.cost.prompt", "llm.cost.completion")
-ANY_COST_KEYS: Final = frozenset({*COST_KEYS, *COST_PART_KEYS})
 
 TOOL_NAME_KEYS: Final = (TOOL_NAME, "tool.name", "code.function.name", "traceloop.entity.name")
 TOOL_CALL_ID_KEYS: Final = (TOOL_CALL_ID, "tool.id", "tool_call.id")
