@@ -186,17 +186,12 @@ def _row(m: ToolMatch, calls: list[Step]) -> list[Match]:
     """``_match`` of one matcher against every call; a matcher of the name alone is decided once per tool name."""
     if m.command is not None or m.path is not None or m.args or m.result is not None:
         return [_match(m, s) for s in calls]
-    by_name: dict[str, Match] = {}
-    row: list[Match] = []
+    by_name: dict[str | None, Match] = {}
     for s in calls:
         name = s.tool.name if s.tool is not None else None
-        if name is None:
-            row.append(False)
-        else:
-            if name not in by_name:
-                by_name[name] = _match(m, s)
-            row.append(by_name[name])
-    return row
+        if name not in by_name:
+            by_name[name] = _match(m, s)
+    return [by_name[s.tool.name if s.tool is not None else None] for s in calls]
 
 
 def _in_step(m: ToolMatch, step: Step) -> bool:
