@@ -12,6 +12,7 @@ from typing import Any
 
 from trajgrade.trajectory import SpanRecord, Trajectory, build_trajectories
 from trajgrade.trajectory.model import Usage
+from trajgrade.trajectory.normalize import MISSING
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 TOOLS = ("search", "read_file", "list_items", "get_weather", "write_file")
@@ -92,7 +93,7 @@ def synthetic_records(steps: int, *, trace: str = TRACE) -> list[SpanRecord]:
                     model="gpt-4o-mini",
                     provider="openai",
                     usage=Usage(100 + i, 20),
-                    requested_tool_call_ids=(f"call_{i + 1}",),
+                    requested_tool_calls=((f"call_{i + 1}", TOOLS[((i + 1) // 2) % len(TOOLS)], MISSING),),
                     tool_definitions=defs if i == 0 else None,
                 )
             )

@@ -106,7 +106,7 @@ def run(
                         provider="openai",
                         usage=usage,
                         cost_usd=item["cost"],
-                        requested_tool_call_ids=tuple(item["ids"]),
+                        requested_tool_calls=tuple((i, None, MISSING) for i in item["ids"]),
                         tool_definitions=json.dumps(tool_definitions) if tool_definitions is not None else None,
                     )
                 )

@@ -94,6 +94,9 @@ def trajectory_to_dict(t: Trajectory) -> dict[str, Any]:
             "reasoning_tokens": s.reasoning_tokens,
             "usage_source": s.usage_source,
             "llm_calls_without_usage": s.llm_calls_without_usage,
+            "failed_llm_calls_without_usage": s.failed_llm_calls_without_usage,
+            "tool_calls_not_run": list(s.tool_calls_not_run),
+            "tool_calls_not_requested": list(s.tool_calls_not_requested),
         },
         "agents": [
             {

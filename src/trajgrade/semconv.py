@@ -60,8 +60,9 @@ EVALUATION_EXPLANATION: Final = _genai.GEN_AI_EVALUATION_EXPLANATION
 # --- what kind of step a span is --------------------------------------------------------------------
 #: (attribute key, {value: kind}); the first key present with a known value decides.
 OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
-#: Kinds that need an agent name to be an agent: OpenInference's openai-agents bridge marks the trace's root
-#: (the SDK's workflow, named by ``trace.name``) AGENT without ``agent.name``; it is the run's container.
+#: Kinds that need an agent name (an attribute, or a span name of ``AGENT_NAME_FROM_SPAN_NAME``) to be an
+#: agent: OpenInference's openai-agents bridge marks the trace's root (the SDK's workflow, named by
+#: ``trace.name``) AGENT without ``agent.name``; it is the run's container.
 UNNAMED_AGENT_IS_WORKFLOW: Final = ((OPENINFERENCE_SPAN_KIND, "AGENT"),)
 KIND_BY_ATTRIBUTE: Final[tuple[tuple[str, dict[str, str]], ...]] = (
     (
@@ -158,6 +159,22 @@ TOOL_RESULT_KEYS: Final = (
     "gcp.vertex.agent.tool_response",
     "code.function.return.value",
 )
+#: Wrappers an instrumentation puts around a tool's named arguments, tried in order on the parsed value:
+#: (keys the wrapper must have, keys it may have besides, the key holding the named arguments, a key that
+#: must be empty for the wrapper to come off: positional arguments the names cannot be known for).
+TOOL_ARGUMENT_WRAPPERS: Final[tuple[tuple[frozenset[str], frozenset[str], str, str | None], ...]] = (
+    # OpenLLMetry's decorators: {"args": [], "kwargs": {...}}
+    (frozenset({"args", "kwargs"}), frozenset(), "kwargs", "args"),
+    # smolagents (OpenInference): {"args": [], "sanitize_inputs_outputs": true, "kwargs": {...}}
+    (frozenset({"kwargs", "sanitize_inputs_outputs"}), frozenset({"args"}), "kwargs", "args"),
+    # LlamaIndex (OpenInference): {"kwargs": {...}}
+    (frozenset({"kwargs"}), frozenset(), "kwargs", None),
+    # OpenLLMetry's LangChain: {"input_str": ..., "tags": ..., "metadata": ..., "inputs": {...}, "kwargs": ...}
+    (frozenset({"input_str", "inputs"}), frozenset({"tags", "metadata", "kwargs"}), "inputs", None),
+    # Strands' legacy tool event: {"name", "toolUseId", "input"}
+    (frozenset({"toolUseId", "input"}), frozenset({"name"}), "input", None),
+)
+
 #: google-genai records each argument as ``code.function.parameters.<name>.value``.
 TOOL_ARGUMENT_PREFIX: Final = "code.function.parameters."
 TOOL_STATUS_KEY: Final = "gen_ai.tool.status"  # Strands: success | error
@@ -168,6 +185,7 @@ AGENT_NAME_FROM_SPAN_NAME: Final = (
     re.compile(r"^invoke_agent (.+)$"),
     re.compile(r"^agent_run \[(.+)\]$"),
     re.compile(r"^(.+)\.agent$"),
+    re.compile(r"^(.+)\.run$"),  # smolagents (OpenInference): "<agent name>.run"
 )
 TOOL_NAME_FROM_SPAN_NAME: Final = (
     re.compile(r"^execute_tool (.+)$"),
@@ -180,11 +198,39 @@ AGENT_OUTPUT_KEYS: Final = ("final_result", "output.value", "traceloop.entity.ou
 
 #: The model's output messages (to link tool calls to the model call that asked for them).
 OUTPUT_MESSAGE_KEYS: Final = (OUTPUT_MESSAGES,)
-#: Flattened tool-call ids in a model's output: OpenInference, then OpenLLMetry before 0.55.
-FLAT_TOOL_CALL_ID_PREFIXES: Final = ("llm.output_messages.", "gen_ai.completion.")
-FLAT_TOOL_CALL_ID: Final = (
-    re.compile(r"^llm\.output_messages\.\d+\.message\.tool_calls\.\d+\.tool_call\.id$"),
-    re.compile(r"^gen_ai\.completion\.\d+\.tool_calls\.\d+\.id$"),
+#: Flattened tool calls in a model's output (OpenInference, then OpenLLMetry before 0.55): the pattern's
+#: groups are the message and call indices and the field, named by the mapping (id, name or arguments).
+FLAT_TOOL_CALL_PREFIXES: Final = ("llm.output_messages.", "gen_ai.completion.")
+FLAT_TOOL_CALL: Final = (
+    (
+        re.compile(
+            r"^llm\.output_messages\.(\d+)\.message\.tool_calls\.(\d+)\.tool_call\.(id|function\.name|function\.arguments)$"
+        ),
+        {"id": "id", "function.name": "name", "function.arguments": "arguments"},
+    ),
+    (
+        re.compile(r"^gen_ai\.completion\.(\d+)\.tool_calls\.(\d+)\.(id|name|arguments)$"),
+        {"id": "id", "name": "name", "arguments": "arguments"},
+    ),
+)
+
+#: What shows that an LLM-marked span is a model request: a model, token counts or the model's output (as
+#: attributes, flattened attributes or events). LLM-marked spans without any (LlamaIndex's helper spans around
+#: a request) are not calls. Only keys the sidecar's lean reader keeps (``READ_KEYS``) can be evidence.
+LLM_REQUEST_KEYS: Final = frozenset(
+    {*MODEL_KEYS, *INPUT_TOKEN_KEYS, *OUTPUT_TOKEN_KEYS, OUTPUT_MESSAGES, "llm.invocation_parameters"}
+)
+LLM_REQUEST_PREFIXES: Final = FLAT_TOOL_CALL_PREFIXES
+LLM_REQUEST_EVENTS: Final = frozenset(
+    {
+        "gen_ai.client.inference.operation.details",
+        "gen_ai.user.message",
+        "gen_ai.system.message",
+        "gen_ai.assistant.message",
+        "gen_ai.choice",
+        "gen_ai.content.prompt",
+        "gen_ai.content.completion",
+    }
 )
 
 #: Tool definitions (JSON Schemas of the arguments) recorded on model-call or agent spans.
@@ -219,12 +265,19 @@ READ_KEYS: Final = frozenset(
         *AGENT_OUTPUT_KEYS,
         *OUTPUT_MESSAGE_KEYS,
         *TOOL_DEFINITION_KEYS,
+        *LLM_REQUEST_KEYS,
     }
 )
-READ_PREFIXES: Final = (TOOL_ARGUMENT_PREFIX, *FLAT_TOOL_CALL_ID_PREFIXES, FLAT_TOOL_SCHEMA_PREFIX)
+READ_PREFIXES: Final = (TOOL_ARGUMENT_PREFIX, *FLAT_TOOL_CALL_PREFIXES, FLAT_TOOL_SCHEMA_PREFIX)
 
 # --- span events ------------------------------------------------------------------------------------
 EXCEPTION_EVENT: Final = "exception"
+#: Events that record an exception with ``exception.type`` / ``exception.message``: the span event, the GenAI
+#: client's operation exception, and the tool's (a tool span carrying one failed, whatever its status).
+EXCEPTION_EVENTS: Final = frozenset(
+    {EXCEPTION_EVENT, "gen_ai.client.operation.exception", "gen_ai.execute_tool.exception"}
+)
+TOOL_EXCEPTION_EVENT: Final = "gen_ai.execute_tool.exception"
 EXCEPTION_TYPE: Final = "exception.type"
 EXCEPTION_MESSAGE: Final = "exception.message"
 #: Content recorded in span events instead of attributes (Strands, older conventions):

@@ -34,9 +34,14 @@ def trajectory_table(t: Trajectory) -> Table:
     title = (
         f"{t.root_span_name}  trace {t.trace_id}  agent {t.agent_name or '-'}  "
         f"{s.llm_calls} LLM calls, {s.tool_calls} tool calls ({s.tool_errors} failed), {s.turns} turns, "
-        f"tokens {_n(s.input_tokens)} in / {_n(s.output_tokens)} out, cost {_n(s.cost_usd)} USD, "
+        f"tokens {_n(s.input_tokens)} in / {_n(s.output_tokens)} out"
+        f"{f' ({s.reasoning_tokens} reasoning)' if s.reasoning_tokens else ''}, cost {_n(s.cost_usd)} USD, "
         f"{s.duration_ms:.1f} ms{', FAILED' if s.failed else ''}{', PARTIAL' if t.partial else ''}"
     )
+    if s.tool_calls_not_run:
+        title += f"\nrequested, never run: {', '.join(s.tool_calls_not_run)}"
+    if s.tool_calls_not_requested:
+        title += f"\nran without a request: {', '.join(s.tool_calls_not_requested)}"
     table = Table(title=title, title_justify="left", show_lines=False)
     for col in ("#", "turn", "kind", "agent", "name", "status", "ms", "tokens in/out", "arguments"):
         table.add_column(col, overflow="fold")

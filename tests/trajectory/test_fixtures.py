@@ -8,7 +8,7 @@ spans say. ``tests/fixtures/<env>/generate.py`` made both; ``make fixtures`` mak
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +28,13 @@ def load(path: Path) -> Trajectory:
     return runs[0]
 
 
-def ids(paths: list[Path]) -> list[str]:
-    return [str(p.relative_to(FIXTURES).with_suffix("")) for p in paths]
+def ids(path: Path) -> str:
+    return str(path.relative_to(FIXTURES).with_suffix(""))
+
+
+def truth_of(path: Path) -> dict[str, Any]:
+    truth: dict[str, Any] = json.loads(path.with_suffix(".truth.json").read_text())
+    return truth
 
 
 FILES = fixture_files()
@@ -40,9 +45,9 @@ def test_every_environment_has_fixtures() -> None:
     assert set(ENVIRONMENTS) <= found, f"missing fixtures for {sorted(set(ENVIRONMENTS) - found)}"
 
 
-@pytest.mark.parametrize("path", FILES, ids=ids(FILES))
+@pytest.mark.parametrize("path", FILES, ids=ids)
 def test_fixture_rebuilds_to_the_framework_truth(path: Path) -> None:
-    truth: dict[str, Any] = json.loads(path.with_suffix(".truth.json").read_text())
+    truth = truth_of(path)
     t = load(path)
     got = {key: getattr(t.summary, key) for key in SUMMARY_KEYS if key in truth}
     want = {key: truth[key] for key in SUMMARY_KEYS if key in truth}
@@ -61,5 +66,31 @@ def test_fixture_rebuilds_to_the_framework_truth(path: Path) -> None:
                 k: v for k, v in counts.items() if k in ("llm_calls", "tool_calls")
             }, name
     assert t.summary.duration_ms > 0
+    if "wall_ms" in truth:  # measured around the framework's run call: the root span lies within it
+        assert t.summary.duration_ms <= truth["wall_ms"]
     steps = list(t.steps)
     assert steps == sorted(steps, key=lambda s: s.start_unix_nano)
+
+
+@pytest.mark.parametrize("path", [p for p in FILES if "tool_arguments" in truth_of(p)], ids=ids)
+def test_fixture_tool_arguments_are_the_ones_the_tools_received(path: Path) -> None:
+    truth = truth_of(path)
+    t = load(path)
+    got = [s.tool.arguments if s.tool is not None and s.tool.arguments_captured else None for s in t.tool_steps]
+    assert got == truth["tool_arguments"]
+
+
+@pytest.mark.parametrize("path", [p for p in FILES if "requested_tool_calls" in truth_of(p)], ids=ids)
+def test_fixture_requested_calls_that_never_ran_are_reported(path: Path) -> None:
+    """What the model asked for (the server's log) against what ran (the tools' own record)."""
+    truth = truth_of(path)
+    t = load(path)
+    ran = Counter(truth["tool_names"])
+    not_run: list[str] = []
+    for call in truth["requested_tool_calls"]:
+        if ran[call["name"]] > 0:
+            ran[call["name"]] -= 1
+        else:
+            not_run.append(call["name"])
+    assert list(t.summary.tool_calls_not_run) == not_run
+    assert t.summary.tool_calls_not_requested == ()

@@ -1,7 +1,8 @@
 """The ``budget`` grader (deterministic-graders spec, user story 1): resource limits with utilisation.
 
 Limits (any of them, at least one): ``max_input_tokens``, ``max_output_tokens``, ``max_tokens`` (input +
-output), ``max_tool_calls``, ``max_llm_calls``, ``max_duration_ms`` (or ``max_duration`` as "30s", "2m").
+output), ``max_reasoning_tokens``, ``max_tool_calls``, ``max_llm_calls``, ``max_duration_ms`` (or
+``max_duration`` as "30s", "2m").
 Each limit reports its utilisation ("used 3000/5000 tokens = 60%"); a call limit that is exceeded names the
 span ids of the calls past it. The score is the lowest of the per-limit scores, each degrading linearly past
 its limit as the metric-threshold graders do; the run fails when any limit is exceeded.
@@ -18,7 +19,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from trajgrade.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, linear_score, not_evaluable
-from trajgrade.graders.thresholds import parse_duration
+from trajgrade.graders.thresholds import failed_requests_note, parse_duration
 from trajgrade.trajectory.model import Trajectory
 
 __all__ = ["SPECS"]
@@ -28,6 +29,7 @@ _TOKEN_LIMITS = (
     ("max_input_tokens", "input tokens", "input_tokens"),
     ("max_output_tokens", "output tokens", "output_tokens"),
     ("max_tokens", "tokens", "total_tokens"),
+    ("max_reasoning_tokens", "reasoning tokens", "reasoning_tokens"),
 )
 
 
@@ -35,6 +37,8 @@ class BudgetConfig(GraderConfig):
     max_input_tokens: Limit | None = None
     max_output_tokens: Limit | None = None
     max_tokens: Limit | None = None
+    #: Reasoning tokens (``gen_ai.usage.reasoning.output_tokens``), part of the output tokens.
+    max_reasoning_tokens: Limit | None = None
     max_tool_calls: Limit | None = None
     max_llm_calls: Limit | None = None
     max_duration_ms: Limit | None = None
@@ -54,6 +58,7 @@ class BudgetConfig(GraderConfig):
             self.max_input_tokens,
             self.max_output_tokens,
             self.max_tokens,
+            self.max_reasoning_tokens,
             self.max_tool_calls,
             self.max_llm_calls,
             self.max_duration_ms,
@@ -111,7 +116,7 @@ def budget(t: Trajectory, c: BudgetConfig, name: str) -> GraderResult:
             )
             values[key], limits[key] = used, limit
         else:
-            add(key, what, used, limit)
+            add(key, what + failed_requests_note(t), used, limit)
     if c.max_tool_calls is not None:
         tools = t.tool_steps
         add(

@@ -21,6 +21,7 @@ What counts:
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
@@ -132,7 +133,17 @@ def token_budget(t: Trajectory, c: MaxConfig, name: str) -> GraderResult:
             value=s.total_tokens,
             limit=c.max,
         )
-    return _threshold(name, "token-budget", s.total_tokens, c.max, " tokens")
+    result = _threshold(name, "token-budget", s.total_tokens, c.max, " tokens")
+    note = failed_requests_note(t)
+    return replace(result, explanation=result.explanation + note) if note else result
+
+
+def failed_requests_note(t: Trajectory) -> str:
+    """What a token count includes for the run's failed model requests that reported no usage (counted as 0)."""
+    n = t.summary.failed_llm_calls_without_usage
+    return (
+        f"; {n} failed model request(s) reported no usage and count 0 tokens, as the frameworks count them" if n else ""
+    )
 
 
 def tool_call_count(t: Trajectory, c: ToolCallCountConfig, name: str) -> GraderResult:

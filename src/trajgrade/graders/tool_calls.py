@@ -1,6 +1,9 @@
 """The ``tool-calls`` grader: tools that must be called, must not be called, or must be called in order.
 
-``required``, ``disallowed`` and ``sequence`` list matchers; at least one of them must list one. A matcher is
+``required``, ``disallowed`` and ``sequence`` list matchers; at least one of them must list one, or one of
+the two checks on requests be on: ``requested_run`` (every tool call a model requested ran) and
+``only_requested`` (every tool call that ran was requested by a model call of the run), both known where the
+spans record what the model asked for (see ``Summary.tool_calls_not_run``). A matcher is
 a string (a regex on the tool name) or a ToolMatch: ``name`` (regex, unanchored; ``^x$`` for an exact match),
 ``command`` and ``path`` (regexes on those arguments), ``args`` (``{argument: regex}``), ``result`` (regex on
 the result; not on ``sequence`` entries), and on ``required`` entries only ``min_count`` (default 1),
@@ -98,6 +101,8 @@ class ToolCallsConfig(GraderConfig):
     required: tuple[ToolMatch, ...] | None = None
     disallowed: tuple[ToolMatch, ...] | None = None
     sequence: tuple[ToolMatch, ...] | None = None
+    requested_run: bool = False
+    only_requested: bool = False
 
     @field_validator("required", "disallowed", "sequence", mode="before")
     @classmethod
@@ -114,8 +119,11 @@ class ToolCallsConfig(GraderConfig):
 
     @model_validator(mode="after")
     def _rules(self) -> ToolCallsConfig:
-        if not (self.required or self.disallowed or self.sequence):
-            raise ValueError("at least one of required, disallowed or sequence must be provided (and not empty)")
+        if not (self.required or self.disallowed or self.sequence or self.requested_run or self.only_requested):
+            raise ValueError(
+                "at least one of required, disallowed or sequence must be provided (and not empty), "
+                "or requested_run / only_requested be true"
+            )
         for list_name in ("disallowed", "sequence"):
             for i, entry in enumerate(getattr(self, list_name) or ()):
                 used = [f for f in _REQUIRED_ONLY if getattr(entry, f) is not None]
@@ -276,6 +284,12 @@ def _sequence(
     return "unmet", Evidence(text, matched), []
 
 
+def _names_check(names: tuple[str, ...], what: str, ok: str) -> tuple[Verdict, Evidence, list[Step]]:
+    if names:
+        return "unmet", Evidence(f"{len(names)} tool call(s) {what}: {', '.join(names)}"), []
+    return "met", Evidence(ok), []
+
+
 def tool_calls(t: Trajectory, c: ToolCallsConfig, name: str) -> GraderResult:
     calls = [s for s in t.tool_steps if s.tool is not None]
     try:  # every matcher against every call, so a configuration problem never depends on the verdict
@@ -295,6 +309,12 @@ def tool_calls(t: Trajectory, c: ToolCallsConfig, name: str) -> GraderResult:
     checks += [_disallowed(m, calls, row) for m, row in zip(c.disallowed or (), disallowed, strict=True)]
     if c.sequence:
         checks.append(_sequence(c.sequence, calls, sequence))
+    if c.requested_run:
+        checks.append(_names_check(t.summary.tool_calls_not_run, "requested but never ran", "every requested call ran"))
+    if c.only_requested:
+        checks.append(
+            _names_check(t.summary.tool_calls_not_requested, "ran without a request", "every call ran on request")
+        )
     met = sum(v == "met" for v, _, _ in checks)
     failed = [e.description for v, e, _ in checks if v == "unmet"]
     details = {"checks": [{"status": v, "description": e.description} for v, e, _ in checks]}

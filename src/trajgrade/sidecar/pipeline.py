@@ -41,6 +41,7 @@ from trajgrade.sidecar.forward import Batch, Forwarder
 from trajgrade.sidecar.otlp import TraceRequest, result_fields
 from trajgrade.sidecar.wire import SpliceRequest
 from trajgrade.suite import RunReport
+from trajgrade.trajectory.build import root_of
 from trajgrade.trajectory.normalize import SpanRecord, normalize
 
 __all__ = ["Pipeline"]
@@ -256,9 +257,7 @@ class Pipeline:
         if not records:
             return
         with internal_errors("sidecar grading", self._grading.count_internal_error):
-            ids = {r.span_id for r in records}
-            tops = [r for r in records if r.parent_span_id not in ids] or records
-            root = min(tops, key=lambda r: r.start_unix_nano)
+            root = root_of(records)
             rest = [r for r in records if r is not root]
             self._grading.grade(rest, root, partial=True, notes=("the root span never arrived",))
 

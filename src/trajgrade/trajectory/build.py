@@ -1,10 +1,17 @@
 """Build trajectories from span records, by the rules in the module docstring of ``model.py``.
 
 A run is the subtree under a local root: a span with no parent, or whose parent is not among the spans
-(a remote parent, or one never received). Spans in a parent cycle belong to no run. Double instrumentation
-is folded: nested LLM spans count once (the innermost that carries usage), and a tool span inside a tool
-span of the same name or call id (an MCP ``tools/call`` under the framework's ``execute_tool``) is the
-same call.
+(a remote parent, or one never received). Spans whose parent never arrived and is not remote, when there
+are several of them, are one run under a stand-in for that parent: a root that never ended (a framework
+that fails a run without ending its root), graded as a failed, partial run. Spans in a parent cycle belong
+to no run. Double instrumentation is folded: nested LLM spans count once (the innermost that carries
+usage), and a tool span inside a tool span of the same name or call id (an MCP ``tools/call`` under the
+framework's ``execute_tool``) is the same call.
+
+Tool calls are joined to the model call that requested them, by tool-call id, else by name in request
+order: a tool span without arguments takes the requested ones, and a bare value is named by the request's
+one parameter. A sub-agent beside the tool span that started it (inside its time) is under that tool call;
+a sub-agent that no tool span started, whose name the model requested as a tool, is that tool call.
 """
 
 from __future__ import annotations
@@ -19,7 +26,11 @@ from trajgrade.trajectory.cost import Price, call_cost
 from trajgrade.trajectory.model import AgentSummary, Step, Summary, ToolCall, Trajectory, Usage
 from trajgrade.trajectory.normalize import MISSING, SpanRecord, _PartsRef
 
-__all__ = ["build_trajectories", "build_trajectory", "parse_json_value"]
+__all__ = ["build_trajectories", "build_trajectory", "parse_json_value", "root_of"]
+
+#: A tool call the model requested: (tool-call id, tool name, raw arguments or MISSING).
+Request = tuple[str | None, str | None, Any]
+UNENDED_ROOT_NAME = "(root span never ended)"
 
 _MAX_JSON_CHARS = 1_000_000
 #: The standard decoder's own scanner: ``json.loads`` around it costs three times the scan on a short object.
@@ -63,12 +74,68 @@ def build_trajectories(
                 duplicates += 1
                 continue
             index[r.span_id] = r
-        roots = [r for r in index.values() if r.parent_span_id is None or r.parent_span_id not in index]
         notes = (f"{duplicates} span(s) with a duplicate span id ignored",) if duplicates else ()
+        roots, unended = _tops(index.values(), index)
         for root in roots:
             runs.append(_build(root, index, prices or {}, partial=partial, notes=notes))
+        for children in unended.values():
+            root = _unended_root(children)
+            index[root.span_id] = root
+            note = f"the root span {root.span_id} never ended: graded from the {len(children)} spans under it"
+            runs.append(_build(root, index, prices or {}, partial=True, notes=(*notes, note)))
     runs.sort(key=lambda t: (t.start_unix_nano, t.trace_id, t.root_span_id))
     return runs
+
+
+def _tops(
+    records: Iterable[SpanRecord], index: Mapping[str, SpanRecord]
+) -> tuple[list[SpanRecord], dict[str, list[SpanRecord]]]:
+    """The local roots, and the spans that share a parent never received (not remote), by that parent."""
+    roots: list[SpanRecord] = []
+    by_missing: dict[str, list[SpanRecord]] = {}
+    for r in records:
+        parent = r.parent_span_id
+        if parent is None or r.parent_is_remote:
+            roots.append(r)
+        elif parent not in index:
+            by_missing.setdefault(parent, []).append(r)
+    unended: dict[str, list[SpanRecord]] = {}
+    for parent, children in by_missing.items():
+        if len(children) == 1:
+            roots.append(children[0])
+        else:
+            unended[parent] = children
+    return roots, unended
+
+
+def _unended_root(children: Sequence[SpanRecord]) -> SpanRecord:
+    first = children[0]
+    return SpanRecord(
+        first.trace_id,
+        str(first.parent_span_id),
+        None,
+        UNENDED_ROOT_NAME,
+        sc.OTHER,
+        min(c.start_unix_nano for c in children),
+        max(c.end_unix_nano for c in children),
+        True,
+        "unended_root",
+        "the root span never ended",
+        service_name=first.service_name,
+    )
+
+
+def root_of(records: Sequence[SpanRecord]) -> SpanRecord:
+    """The root to grade an incomplete trace from (its root never arrived): its top span when it has one, else
+    a stand-in for the parent its top spans share (``records`` must then be graded with it)."""
+    ids = {r.span_id for r in records}
+    tops = [r for r in records if r.parent_span_id not in ids] or list(records)
+    if len(tops) == 1:
+        return tops[0]
+    shared = [r for r in tops if r.parent_span_id is not None and r.parent_span_id == tops[0].parent_span_id]
+    if len(shared) == len(tops):
+        return _unended_root(tops)
+    return min(tops, key=lambda r: r.start_unix_nano)
 
 
 def build_trajectory(
@@ -83,6 +150,7 @@ def build_trajectory(
 
 def _walk(root: SpanRecord, index: Mapping[str, SpanRecord]) -> list[_Node]:
     children: dict[str, list[SpanRecord]] = {}
+    agent_parents: list[str] = []
     for r in index.values():
         parent = r.parent_span_id
         if parent is not None and parent in index and r is not root:
@@ -90,6 +158,10 @@ def _walk(root: SpanRecord, index: Mapping[str, SpanRecord]) -> list[_Node]:
                 children[parent].append(r)
             else:
                 children[parent] = [r]
+            if r.kind == sc.AGENT:
+                agent_parents.append(parent)
+    for parent in agent_parents:
+        _under_starting_tool(children, parent)
     # Every record has one parent and the root is no one's child, so the walk meets each record once at most
     # (records in a parent cycle are not reached from the root).
     nodes: list[_Node] = []
@@ -116,6 +188,23 @@ def _walk(root: SpanRecord, index: Mapping[str, SpanRecord]) -> list[_Node]:
     return nodes
 
 
+def _under_starting_tool(children: dict[str, list[SpanRecord]], parent: str) -> None:
+    """Move an agent span that lies within the time of a sibling tool span under that tool span: the tool call
+    started it (instrumentations that parent a sub-agent to the caller's context, not to the tool's span)."""
+    kids = children[parent]
+    tools = [k for k in kids if k.kind == sc.TOOL]
+    if not tools:
+        return
+    for agent in [k for k in kids if k.kind == sc.AGENT]:
+        tool = next(
+            (t for t in tools if t.start_unix_nano <= agent.start_unix_nano and agent.end_unix_nano <= t.end_unix_nano),
+            None,
+        )
+        if tool is not None:
+            kids.remove(agent)
+            children.setdefault(tool.span_id, []).append(agent)
+
+
 def _build(
     root: SpanRecord,
     index: Mapping[str, SpanRecord],
@@ -128,7 +217,9 @@ def _build(
     node_by_id = {n.record.span_id: n for n in nodes}
 
     llm_nodes = _fold_llm_spans([n for n in nodes if n.record.kind == sc.LLM], node_by_id)
+    requests = {n.record.span_id: _requested(n.record) for n in llm_nodes}
     tool_nodes = _fold_tool_spans([n for n in nodes if n.record.kind == sc.TOOL], node_by_id)
+    tool_nodes += _delegations(nodes, requests)
     ordered = sorted(
         llm_nodes + tool_nodes, key=lambda n: (n.record.start_unix_nano, n.record.end_unix_nano, n.record.span_id)
     )
@@ -136,7 +227,7 @@ def _build(
     outer_agent = next((n.record for n in nodes if n.record.kind == sc.AGENT), None)
 
     steps: list[Step] = []
-    turn_of_call: dict[str, int] = {}
+    join = _Join()
     turn = -1
     for i, node in enumerate(ordered):
         r = node.record
@@ -148,10 +239,12 @@ def _build(
         # usage, cost_usd, tool, requested_tool_call_ids, depth.
         if r.kind == sc.LLM:
             turn += 1
-            requested = r.requested_tool_call_ids or _requested_ids(r.output_messages)
-            for call_id in requested:
-                turn_of_call.setdefault(call_id, turn)
+            asked = requests[r.span_id]
+            join.ask(asked, turn)
+            requested = tuple(call[0] for call in asked if call[0] is not None)
             cost = r.cost_usd if r.cost_usd is not None else call_cost(r.model, r.provider, r.usage, prices)
+            if cost is None and r.usage is None and r.error:
+                cost = 0.0  # a failed request that reports no usage counts nothing (see _summary)
             steps.append(
                 Step(
                     i, "llm_call", r.span_id, r.parent_span_id, r.name, agent, turn,
@@ -160,16 +253,16 @@ def _build(
                 )
             )  # fmt: skip
         else:
-            tool_turn = turn_of_call.get(r.tool_call_id, max(turn, 0)) if r.tool_call_id else max(turn, 0)
+            request, tool_turn = join.take(r, max(turn, 0))
             steps.append(
                 Step(
                     i, "tool_call", r.span_id, r.parent_span_id, r.name, agent, tool_turn,
                     r.start_unix_nano, r.end_unix_nano, status, r.error_type, r.error_message,
-                    None, None, None, None, _tool_call(r), (), node.depth,
+                    None, None, None, None, _tool_call(r, request), (), node.depth,
                 )
             )  # fmt: skip
 
-    summary = _summary(root, outer_agent, steps, nodes, prices)
+    summary = _summary(root, outer_agent, steps, nodes, prices, join)
     return Trajectory(
         trace_id=root.trace_id,
         root_span_id=root.span_id,
@@ -187,6 +280,73 @@ def _build(
         partial=partial,
         notes=notes,
     )
+
+
+class _Join:
+    """Tool calls joined to the model calls that requested them: by tool-call id, else by name in request order."""
+
+    __slots__ = ("asked", "by_id", "by_name", "matched", "unrequested")
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[Request, int]] = []  # every requested call and its turn, in request order
+        self.by_id: dict[str, int] = {}
+        self.by_name: dict[str, list[int]] = {}
+        self.matched: set[int] = set()
+        self.unrequested: list[str] = []
+
+    def ask(self, calls: tuple[Request, ...], turn: int) -> None:
+        for call in calls:
+            i = len(self.asked)
+            self.asked.append((call, turn))
+            if call[0] is not None:
+                self.by_id.setdefault(call[0], i)
+            if call[1] is not None:
+                self.by_name.setdefault(call[1], []).append(i)
+
+    def take(self, r: SpanRecord, turn: int) -> tuple[Request | None, int]:
+        """The request a tool span executes, and its turn (``turn`` when it has none)."""
+        found: int | None = None
+        if r.tool_call_id is not None:
+            found = self.by_id.get(r.tool_call_id)
+        elif r.tool_name is not None:
+            queue = self.by_name.get(r.tool_name)
+            while queue and queue[0] in self.matched:
+                queue.pop(0)
+            found = queue[0] if queue else None
+        if found is None:
+            if self.asked:
+                self.unrequested.append(r.tool_name or r.name)
+            return None, turn
+        self.matched.add(found)
+        call, asked_turn = self.asked[found]
+        return call, asked_turn
+
+    def not_run(self) -> tuple[str, ...]:
+        return tuple(call[1] or call[0] or "?" for i, (call, _) in enumerate(self.asked) if i not in self.matched)
+
+
+def _delegations(nodes: list[_Node], requests: Mapping[str, tuple[Request, ...]]) -> list[_Node]:
+    """Sub-agents that no tool span started but that the model requested by name as a tool: the delegation call."""
+    names = {call[1] for calls in requests.values() for call in calls}
+    out: list[_Node] = []
+    for n in nodes:
+        r = n.record
+        if (
+            r.kind == sc.AGENT
+            and n.tool_ancestor is None
+            and n.agent is not None
+            and n.agent.agent_name != r.agent_name
+            and r.agent_name in names
+        ):
+            call = replace(
+                r,
+                kind=sc.TOOL,
+                tool_name=r.agent_name,
+                tool_arguments=MISSING,
+                tool_result=r.output if r.output is not None else MISSING,
+            )
+            out.append(_Node(call, n.agent, n.depth, n.llm_ancestor, None))
+    return out
 
 
 def _fold_llm_spans(llm_nodes: list[_Node], node_by_id: Mapping[str, _Node]) -> list[_Node]:
@@ -257,17 +417,27 @@ def parse_json_value(value: Any) -> Any:
     return value
 
 
-def _requested_ids(output_messages: Any) -> tuple[str, ...]:
-    messages = parse_json_value(output_messages)
+def _requested(r: SpanRecord) -> tuple[Request, ...]:
+    """The tool calls an LLM span's output asked for: its flattened ones, else the GenAI output messages' parts."""
+    if r.requested_tool_calls:
+        return r.requested_tool_calls
+    messages = parse_json_value(r.output_messages)
     if not isinstance(messages, list | tuple):
         return ()
-    ids: list[str] = []
+    calls: list[Request] = []
     for message in messages:
         parts = message.get("parts") if isinstance(message, dict) else None
         for part in parts if isinstance(parts, list | tuple) else ():
-            if isinstance(part, dict) and part.get("type") == "tool_call" and part.get("id"):
-                ids.append(str(part["id"]))
-    return tuple(ids)
+            if isinstance(part, dict) and part.get("type") == "tool_call":
+                call_id, name = part.get("id"), part.get("name")
+                calls.append(
+                    (
+                        str(call_id) if call_id else None,
+                        str(name) if name is not None else None,
+                        part["arguments"] if "arguments" in part else MISSING,
+                    )
+                )
+    return tuple(calls)
 
 
 def _from_parts(ref: _PartsRef) -> Any:
@@ -280,32 +450,69 @@ def _from_parts(ref: _PartsRef) -> Any:
     return MISSING
 
 
-def _tool_call(r: SpanRecord) -> ToolCall:
+def _tool_call(r: SpanRecord, request: Request | None) -> ToolCall:
     arguments = _from_parts(r.tool_arguments) if isinstance(r.tool_arguments, _PartsRef) else r.tool_arguments
     result = _from_parts(r.tool_result) if isinstance(r.tool_result, _PartsRef) else r.tool_result
+    call_id = r.tool_call_id
+    parse_arguments: Callable[[Any], Any] = _arguments
+    if request is not None:
+        call_id = call_id or request[0]
+        asked = request[2]
+        if arguments is MISSING:
+            arguments = asked
+        elif asked is not MISSING:
+
+            def parse_arguments(raw: Any, asked: Any = asked) -> Any:
+                return _named(_arguments(raw), asked)
+
     has_arguments, has_result = arguments is not MISSING, result is not MISSING
     return ToolCall(
         r.tool_name or r.name,
-        r.tool_call_id,
+        call_id,
         arguments if has_arguments else None,
         result if has_result else None,
         has_arguments,
         has_result,
-        _arguments if has_arguments else None,
+        parse_arguments if has_arguments else None,
         parse_json_value if has_result else None,
     )
 
 
 def _arguments(raw: Any) -> Any:
+    """A tool's arguments parsed, without the wrapper an instrumentation put around them
+    (``semconv.TOOL_ARGUMENT_WRAPPERS``)."""
     arguments = parse_json_value(raw)
-    # OpenLLMetry wraps the call as {"args": [...], "kwargs": {...}}: the named arguments are the kwargs.
-    if isinstance(arguments, dict) and set(arguments) == {"args", "kwargs"} and isinstance(arguments["kwargs"], dict):
-        if not arguments["args"]:
-            arguments = arguments["kwargs"]
-    # Strands' legacy tool event wraps the call as {"name", "toolUseId", "input"}.
-    if isinstance(arguments, dict) and "toolUseId" in arguments and "input" in arguments:
-        arguments = arguments["input"]
+    if not isinstance(arguments, dict):
+        return arguments
+    for required, optional, key, empty in sc.TOOL_ARGUMENT_WRAPPERS:
+        if (
+            all(k in arguments for k in required)
+            and all(k in required or k in optional for k in arguments)
+            and not (empty is not None and arguments.get(empty))
+        ):
+            inner = parse_json_value(arguments[key])
+            if isinstance(inner, dict):
+                return inner
     return arguments
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value)
+
+
+def _named(value: Any, asked_raw: Any) -> Any:
+    """A bare argument value (a one-parameter tool recorded without its parameter's name) named by the request."""
+    if isinstance(value, dict):
+        return value
+    asked = _arguments(asked_raw)
+    if not (isinstance(asked, dict) and len(asked) == 1):
+        return value
+    ((key, expected),) = asked.items()
+    if value == expected or (
+        isinstance(value, str) and not isinstance(expected, str) and value == json.dumps(expected)
+    ):
+        return {key: expected}
+    return {key: value}
 
 
 def _add(total: int | None, value: int | None) -> int | None:
@@ -326,7 +533,12 @@ def _total(usages: list[Usage]) -> Usage:
 
 
 def _summary(
-    root: SpanRecord, outer_agent: SpanRecord | None, steps: list[Step], nodes: list[_Node], prices: Mapping[str, Price]
+    root: SpanRecord,
+    outer_agent: SpanRecord | None,
+    steps: list[Step],
+    nodes: list[_Node],
+    prices: Mapping[str, Price],
+    join: _Join,
 ) -> Summary:
     llm: list[Step] = []
     tool_names: list[str] = []
@@ -343,9 +555,13 @@ def _summary(
         if s.status == "error":
             step_errors += 1
     with_usage = [s.usage for s in llm if s.usage is not None]
-    usage_source: str | None = "llm_calls" if with_usage else None
+    # A failed request that reports no usage counts zero tokens, as the frameworks' own accounting does.
+    failed_without_usage = sum(1 for s in llm if s.usage is None and s.status == "error")
+    usage_source: str | None = "llm_calls" if with_usage or failed_without_usage else None
     if with_usage:
         usage = _total(with_usage)
+    elif failed_without_usage and failed_without_usage == len(llm):
+        usage = Usage(0, 0)
     elif outer_agent is not None and outer_agent.usage is not None:
         usage, usage_source = outer_agent.usage, "agent_totals"
     elif root.usage is not None:
@@ -383,9 +599,12 @@ def _summary(
         cache_read_tokens=usage.cache_read_tokens,
         cache_write_tokens=usage.cache_write_tokens,
         reasoning_tokens=usage.reasoning_tokens,
-        llm_calls_without_usage=(len(llm) - len(with_usage)) if with_usage else 0,
+        llm_calls_without_usage=(len(llm) - len(with_usage) - failed_without_usage) if with_usage else 0,
         usage_source=usage_source,
         llm_calls_without_cost=without_cost,
+        failed_llm_calls_without_usage=failed_without_usage,
+        tool_calls_not_run=join.not_run(),
+        tool_calls_not_requested=tuple(join.unrequested),
     )
 
 

@@ -6,7 +6,8 @@ What counts:
 - a tool call is one tool execution, failed ones included; a failed one is also a tool error;
 - a turn is one LLM call; a tool call belongs to the turn of the model call that asked for it (by tool-call
   id), else of the model call that started before it; a run with no LLM call is all turn 0 and has 0 turns;
-- tokens are summed over LLM calls only; ``None`` means unknown, never zero;
+- tokens are summed over LLM calls only; ``None`` means unknown, never zero, except for a failed model
+  request that reports no usage, which counts zero (as the frameworks' own accounting does);
 - errors are the run's LLM, tool and agent spans, and its root, whose status is ERROR.
 
 Every value here is read-only by contract. The per-span ones (``Usage``, ``ToolCall``, ``Step``) are plain
@@ -247,6 +248,12 @@ class Summary:
     usage_source: str | None = None
     #: LLM calls whose cost could not be known (no span cost, no tokens, or an unknown model).
     llm_calls_without_cost: int = 0
+    #: Failed model requests that reported no usage: counted as zero tokens, as the frameworks count them.
+    failed_llm_calls_without_usage: int = 0
+    #: Tool calls a model requested that no tool span executed (names, in request order), and tool calls that
+    #: ran without a request among the run's model calls: known only where the spans record the requests.
+    tool_calls_not_run: tuple[str, ...] = ()
+    tool_calls_not_requested: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,15 +57,17 @@ class SpanRecord:
     tool_call_id: str | None
     tool_arguments: Any
     tool_result: Any
-    #: LLM: the raw output messages, or the tool-call ids found in flattened attributes.
+    #: LLM: the raw output messages, and the tool calls (id, name, raw arguments) found in flattened attributes.
     output_messages: Any
-    requested_tool_call_ids: tuple[str, ...]
+    requested_tool_calls: tuple[tuple[str | None, str | None, Any], ...]
     tool_definitions: Any
     #: Agent spans: their recorded final answer.
     output: Any
     service_name: str | None
     #: Kept for root-like spans only (suite matching reads them).
     attributes: Mapping[str, Any] | None
+    #: The parent is in another process (OTLP's flags, the SDK's remote context): its absence is expected.
+    parent_is_remote: bool
 
     def __init__(
         self,
@@ -89,11 +91,12 @@ class SpanRecord:
         tool_arguments: Any = MISSING,
         tool_result: Any = MISSING,
         output_messages: Any = None,
-        requested_tool_call_ids: tuple[str, ...] = (),
+        requested_tool_calls: tuple[tuple[str | None, str | None, Any], ...] = (),
         tool_definitions: Any = None,
         output: Any = None,
         service_name: str | None = None,
         attributes: Mapping[str, Any] | None = None,
+        parent_is_remote: bool = False,
     ) -> None:
         self.trace_id = trace_id
         self.span_id = span_id
@@ -115,11 +118,12 @@ class SpanRecord:
         self.tool_arguments = tool_arguments
         self.tool_result = tool_result
         self.output_messages = output_messages
-        self.requested_tool_call_ids = requested_tool_call_ids
+        self.requested_tool_calls = requested_tool_calls
         self.tool_definitions = tool_definitions
         self.output = output
         self.service_name = service_name
         self.attributes = attributes
+        self.parent_is_remote = parent_is_remote
 
 
 def classify(name: str, attributes: Mapping[str, Any]) -> str:
@@ -133,6 +137,7 @@ def classify(name: str, attributes: Mapping[str, Any]) -> str:
                     kind == sc.AGENT
                     and (key, value) in sc.UNNAMED_AGENT_IS_WORKFLOW
                     and _first(attributes, sc.AGENT_NAME_KEYS) is None
+                    and _name_from(name, sc.AGENT_NAME_FROM_SPAN_NAME) is None
                 ):
                     return sc.WORKFLOW
                 return kind
@@ -217,7 +222,9 @@ def _name_from(name: str, patterns: tuple[Any, ...]) -> str | None:
 
 def _error(span: SpanView, attributes: Mapping[str, Any], kind: str) -> tuple[bool, str | None, str | None]:
     failed = span.status_code == STATUS_ERROR
-    if kind == sc.TOOL and attributes.get(sc.TOOL_STATUS_KEY) == "error":
+    if kind == sc.TOOL and (
+        attributes.get(sc.TOOL_STATUS_KEY) == "error" or any(e.name == sc.TOOL_EXCEPTION_EVENT for e in span.events)
+    ):
         failed = True
     if not failed:
         return False, None, None
@@ -225,7 +232,7 @@ def _error(span: SpanView, attributes: Mapping[str, Any], kind: str) -> tuple[bo
     message = span.status_message or None
     if error_type is None or message is None:
         for event in span.events:
-            if event.name == sc.EXCEPTION_EVENT:
+            if event.name in sc.EXCEPTION_EVENTS:
                 error_type = error_type or event.attributes.get(sc.EXCEPTION_TYPE)
                 message = message or event.attributes.get(sc.EXCEPTION_MESSAGE)
                 break
@@ -299,7 +306,10 @@ class _Shape:
     cost_parts: bool
     tool_definitions: tuple[str, ...]
     flat_tool_schemas: tuple[str, ...] | None
-    flat_tool_call_ids: tuple[str, ...]
+    #: (key, message index, call index, field) of each flattened tool-call field, in index order.
+    flat_tool_calls: tuple[tuple[str, int, int, str], ...]
+    #: An LLM-marked span with these keys is a model request (``semconv.LLM_REQUEST_KEYS``).
+    request_evidence: bool
     tool_name: tuple[str, ...]
     tool_call_id: tuple[str, ...]
     tool_arguments: tuple[str, ...]
@@ -319,11 +329,13 @@ class _Shape:
         def among(priority: tuple[str, ...]) -> tuple[str, ...]:
             return tuple(k for k in priority if k in present)
 
-        flat_ids = [
-            k
-            for k in keys
-            if k.startswith(sc.FLAT_TOOL_CALL_ID_PREFIXES) and any(p.match(k) for p in sc.FLAT_TOOL_CALL_ID)
-        ]
+        flat_calls: list[tuple[str, int, int, str]] = []
+        for k in keys:
+            if k.startswith(sc.FLAT_TOOL_CALL_PREFIXES):
+                for pattern, fields in sc.FLAT_TOOL_CALL:
+                    m = pattern.match(k)
+                    if m:
+                        flat_calls.append((k, int(m.group(1)), int(m.group(2)), fields[m.group(3)]))
         arguments = sc.TOOL_ARGUMENT_PREFIX
         optional = (among(sc.CACHE_READ_KEYS), among(sc.CACHE_WRITE_KEYS), among(sc.REASONING_KEYS))
         return cls(
@@ -343,7 +355,10 @@ class _Shape:
                 if sc.FLAT_TOOL_SCHEMA_FIRST in present
                 else None
             ),
-            flat_tool_call_ids=tuple(sorted(flat_ids, key=_by_index)),
+            flat_tool_calls=tuple(sorted(flat_calls, key=lambda c: (c[1], c[2]))),
+            request_evidence=bool(flat_calls)
+            or not present.isdisjoint(sc.LLM_REQUEST_KEYS)
+            or any(k.startswith(sc.LLM_REQUEST_PREFIXES) for k in keys),
             tool_name=among(sc.TOOL_NAME_KEYS),
             tool_call_id=among(sc.TOOL_CALL_ID_KEYS),
             tool_arguments=among(sc.TOOL_ARGUMENT_KEYS),
@@ -384,8 +399,9 @@ def normalize(span: SpanView, keep_attributes: bool | None = None) -> SpanRecord
     kind = classify(name, attributes)
     failed, error_type, error_message = _error(span, attributes, kind)
     parent = span.parent_span_id
+    remote = bool(span.parent_is_remote)
     if keep_attributes is None:
-        keep_attributes = parent is None or bool(span.parent_is_remote)
+        keep_attributes = parent is None or remote
     r = SpanRecord(
         span.trace_id,
         span.span_id,
@@ -401,8 +417,11 @@ def normalize(span: SpanView, keep_attributes: bool | None = None) -> SpanRecord
     service = span.resource_attributes.get(sc.SERVICE_NAME)
     if service is not None:
         r.service_name = str(service)
+    r.parent_is_remote = remote
     if keep_attributes:
         r.attributes = dict(attributes)
+    if kind == sc.LLM and not _is_request(span, _shape(attributes)):
+        r.kind = kind = sc.OTHER
     if kind == sc.LLM or kind == sc.EMBEDDING:
         shape = _shape(attributes)
         model = _first(attributes, shape.model)
@@ -414,8 +433,8 @@ def normalize(span: SpanView, keep_attributes: bool | None = None) -> SpanRecord
         r.cost_usd = _cost(attributes, shape)
         r.agent_name = _str_or_none(attributes.get(sc.AGENT_NAME))
         r.output_messages = output
-        if output is None and shape.flat_tool_call_ids:
-            r.requested_tool_call_ids = tuple(str(attributes[k]) for k in shape.flat_tool_call_ids)
+        if output is None and shape.flat_tool_calls:
+            r.requested_tool_calls = _flat_tool_calls(attributes, shape.flat_tool_calls)
         r.tool_definitions = _first(attributes, shape.tool_definitions) or (
             tuple(attributes[k] for k in shape.flat_tool_schemas) if shape.flat_tool_schemas is not None else None
         )
@@ -437,6 +456,22 @@ def normalize(span: SpanView, keep_attributes: bool | None = None) -> SpanRecord
         r.output = _first(attributes, shape.agent_output)
         r.tool_definitions = _first(attributes, shape.agent_tool_definitions)
     return r
+
+
+def _is_request(span: SpanView, shape: _Shape) -> bool:
+    return shape.request_evidence or any(e.name in sc.LLM_REQUEST_EVENTS for e in span.events)
+
+
+def _flat_tool_calls(
+    attributes: Mapping[str, Any], keys: tuple[tuple[str, int, int, str], ...]
+) -> tuple[tuple[str | None, str | None, Any], ...]:
+    """The (id, name, raw arguments) of each flattened tool call, in index order."""
+    calls: dict[tuple[int, int], dict[str, Any]] = {}
+    for key, message, call, field in keys:
+        calls.setdefault((message, call), {})[field] = attributes[key]
+    return tuple(
+        (_str_or_none(c.get("id")), _str_or_none(c.get("name")), c.get("arguments", MISSING)) for c in calls.values()
+    )
 
 
 def _str_or_none(value: Any) -> str | None:
