@@ -24,6 +24,9 @@ AGENT: Final = "agent"
 WORKFLOW: Final = "workflow"
 EMBEDDING: Final = "embedding"
 OTHER: Final = "other"
+#: A span marked as an agent that names no agent (``UNNAMED_AGENT_IS_STEP``): a step of the agent around it.
+#: The span it sits in (a LangGraph graph around its node spans) is then the agent, named by its span name.
+AGENT_STEP: Final = "agent_step"
 
 # --- OpenTelemetry GenAI keys (current) ---------------------------------------------------------------
 OPERATION_NAME: Final = _genai.GEN_AI_OPERATION_NAME
@@ -61,9 +64,10 @@ EVALUATION_EXPLANATION: Final = _genai.GEN_AI_EVALUATION_EXPLANATION
 #: (attribute key, {value: kind}); the first key present with a known value decides.
 OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
 #: Kinds that need an agent name (an attribute, or a span name of ``AGENT_NAME_FROM_SPAN_NAME``) to be an
-#: agent: OpenInference's openai-agents bridge marks the trace's root (the SDK's workflow, named by
-#: ``trace.name``) AGENT without ``agent.name``; it is the run's container.
-UNNAMED_AGENT_IS_WORKFLOW: Final = ((OPENINFERENCE_SPAN_KIND, "AGENT"),)
+#: agent, else they are an ``AGENT_STEP``: OpenInference marks LangGraph's node spans AGENT (named after the
+#: node, "agent"; the graph's span around them is a CHAIN named after the graph), and its openai-agents bridge
+#: marks the trace's root (the SDK's workflow, named by ``trace.name``) AGENT, both without ``agent.name``.
+UNNAMED_AGENT_IS_STEP: Final = ((OPENINFERENCE_SPAN_KIND, "AGENT"),)
 KIND_BY_ATTRIBUTE: Final[tuple[tuple[str, dict[str, str]], ...]] = (
     (
         OPERATION_NAME,
@@ -160,19 +164,29 @@ TOOL_RESULT_KEYS: Final = (
     "code.function.return.value",
 )
 #: Wrappers an instrumentation puts around a tool's named arguments, tried in order on the parsed value:
-#: (keys the wrapper must have, keys it may have besides, the key holding the named arguments, a key that
-#: must be empty for the wrapper to come off: positional arguments the names cannot be known for).
-TOOL_ARGUMENT_WRAPPERS: Final[tuple[tuple[frozenset[str], frozenset[str], str, str | None], ...]] = (
+#: (keys the wrapper must have, keys it may have besides, the path to the named arguments, a key that must be
+#: empty for the wrapper to come off: positional arguments whose names cannot be known).
+Wrapper = tuple[frozenset[str], frozenset[str], tuple[str, ...], str | None]
+TOOL_ARGUMENT_WRAPPERS: Final[tuple[Wrapper, ...]] = (
     # OpenLLMetry's decorators: {"args": [], "kwargs": {...}}
-    (frozenset({"args", "kwargs"}), frozenset(), "kwargs", "args"),
+    (frozenset({"args", "kwargs"}), frozenset(), ("kwargs",), "args"),
     # smolagents (OpenInference): {"args": [], "sanitize_inputs_outputs": true, "kwargs": {...}}
-    (frozenset({"kwargs", "sanitize_inputs_outputs"}), frozenset({"args"}), "kwargs", "args"),
+    (frozenset({"kwargs", "sanitize_inputs_outputs"}), frozenset({"args"}), ("kwargs",), "args"),
     # LlamaIndex (OpenInference): {"kwargs": {...}}
-    (frozenset({"kwargs"}), frozenset(), "kwargs", None),
+    (frozenset({"kwargs"}), frozenset(), ("kwargs",), None),
     # OpenLLMetry's LangChain: {"input_str": ..., "tags": ..., "metadata": ..., "inputs": {...}, "kwargs": ...}
-    (frozenset({"input_str", "inputs"}), frozenset({"tags", "metadata", "kwargs"}), "inputs", None),
+    (frozenset({"input_str", "inputs"}), frozenset({"tags", "metadata", "kwargs"}), ("inputs",), None),
     # Strands' legacy tool event: {"name", "toolUseId", "input"}
-    (frozenset({"toolUseId", "input"}), frozenset({"name"}), "input", None),
+    (frozenset({"toolUseId", "input"}), frozenset({"name"}), ("input",), None),
+)
+#: The same for a tool's result (any value at the path, not only an object; wrappers may nest).
+TOOL_RESULT_WRAPPERS: Final[tuple[Wrapper, ...]] = (
+    # LangChain's ToolMessage as OpenInference records it: {"type": "tool", "data": {"content": ..., ...}}
+    (frozenset({"type", "data"}), frozenset(), ("data", "content"), None),
+    # OpenLLMetry's LangChain: {"output": <a serialized ToolMessage>, "kwargs": ...}
+    (frozenset({"output"}), frozenset({"kwargs"}), ("output",), None),
+    # LangChain's serialized object: {"lc": 1, "type": "constructor", "id": [...], "kwargs": {"content": ...}}
+    (frozenset({"lc", "type", "id", "kwargs"}), frozenset(), ("kwargs", "content"), None),
 )
 
 #: google-genai records each argument as ``code.function.parameters.<name>.value``.

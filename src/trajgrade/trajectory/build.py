@@ -10,7 +10,9 @@ framework's ``execute_tool``) is the same call.
 
 Tool calls are joined to the model call that requested them, by tool-call id, else by name in request
 order: a tool span without arguments takes the requested ones, and a bare value is named by the request's
-one parameter. A sub-agent beside the tool span that started it (inside its time) is under that tool call;
+one parameter. A span whose children are unnamed agent steps (``semconv.AGENT_STEP``) is their agent. A
+sub-agent beside the tool span that started it (inside its time) is under that tool call, and a sub-agent
+span without children of its own is over the sibling spans inside its time;
 a sub-agent that no tool span started, whose name the model requested as a tool, is that tool call.
 """
 
@@ -160,8 +162,8 @@ def _walk(root: SpanRecord, index: Mapping[str, SpanRecord]) -> list[_Node]:
                 children[parent] = [r]
             if r.kind == sc.AGENT:
                 agent_parents.append(parent)
-    for parent in agent_parents:
-        _under_starting_tool(children, parent)
+    for parent in dict.fromkeys(agent_parents):
+        _reattach_agents(children, parent)
     # Every record has one parent and the root is no one's child, so the walk meets each record once at most
     # (records in a parent cycle are not reached from the root).
     nodes: list[_Node] = []
@@ -173,6 +175,8 @@ def _walk(root: SpanRecord, index: Mapping[str, SpanRecord]) -> list[_Node]:
         kids = children.get(r.span_id)
         if not kids:
             continue
+        if r.kind == sc.OTHER and any(k.kind == sc.AGENT_STEP for k in kids):
+            r = node.record = replace(r, kind=sc.AGENT, agent_name=r.name)  # the agent whose steps these are
         if r.kind == sc.AGENT:
             # An agent span directly inside an agent span of the same name is the same agent (two instrumentations).
             same_agent = node.agent is not None and node.agent.agent_name == r.agent_name
@@ -188,21 +192,29 @@ def _walk(root: SpanRecord, index: Mapping[str, SpanRecord]) -> list[_Node]:
     return nodes
 
 
-def _under_starting_tool(children: dict[str, list[SpanRecord]], parent: str) -> None:
-    """Move an agent span that lies within the time of a sibling tool span under that tool span: the tool call
-    started it (instrumentations that parent a sub-agent to the caller's context, not to the tool's span)."""
-    kids = children[parent]
-    tools = [k for k in kids if k.kind == sc.TOOL]
-    if not tools:
-        return
-    for agent in [k for k in kids if k.kind == sc.AGENT]:
-        tool = next(
-            (t for t in tools if t.start_unix_nano <= agent.start_unix_nano and agent.end_unix_nano <= t.end_unix_nano),
-            None,
-        )
+def _within(inner: SpanRecord, outer: SpanRecord) -> bool:
+    return outer.start_unix_nano <= inner.start_unix_nano and inner.end_unix_nano <= outer.end_unix_nano
+
+
+def _reattach_agents(children: dict[str, list[SpanRecord]], parent: str) -> None:
+    """Put agent spans where their work is, for instrumentations that parent them to the caller's context: an
+    agent span within the time of a sibling tool span goes under that tool (the call that started it), and an
+    agent span with no children takes the sibling spans within its time (the work it wraps)."""
+    for agent in [k for k in children[parent] if k.kind == sc.AGENT]:
+        home = parent
+        kids = children[home]
+        tool = next((t for t in kids if t.kind == sc.TOOL and _within(agent, t)), None)
         if tool is not None:
             kids.remove(agent)
-            children.setdefault(tool.span_id, []).append(agent)
+            home = tool.span_id
+            children.setdefault(home, []).append(agent)
+        if agent.span_id in children:
+            continue
+        siblings = children[home]
+        work = {id(k) for k in siblings if k is not agent and k.kind != sc.AGENT and _within(k, agent)}
+        if work:
+            children[agent.span_id] = [k for k in siblings if id(k) in work]
+            children[home] = [k for k in siblings if id(k) not in work]
 
 
 def _build(
@@ -474,26 +486,46 @@ def _tool_call(r: SpanRecord, request: Request | None) -> ToolCall:
         has_arguments,
         has_result,
         parse_arguments if has_arguments else None,
-        parse_json_value if has_result else None,
+        _result if has_result else None,
     )
 
 
 def _arguments(raw: Any) -> Any:
-    """A tool's arguments parsed, without the wrapper an instrumentation put around them
-    (``semconv.TOOL_ARGUMENT_WRAPPERS``)."""
+    """A tool's arguments parsed, without the wrapper an instrumentation put around them."""
     arguments = parse_json_value(raw)
-    if not isinstance(arguments, dict):
-        return arguments
-    for required, optional, key, empty in sc.TOOL_ARGUMENT_WRAPPERS:
+    inner = _unwrap(arguments, sc.TOOL_ARGUMENT_WRAPPERS)
+    return inner if isinstance(inner, dict) else arguments
+
+
+def _result(raw: Any) -> Any:
+    """A tool's result parsed, without the wrapper an instrumentation put around it."""
+    value = parse_json_value(raw)
+    for _ in range(4):  # wrappers nest (a serialized message inside the instrumentation's own)
+        inner = _unwrap(value, sc.TOOL_RESULT_WRAPPERS)
+        if inner is MISSING:
+            break
+        value = inner
+    return value
+
+
+def _unwrap(
+    value: Any, wrappers: tuple[tuple[frozenset[str], frozenset[str], tuple[str, ...], str | None], ...]
+) -> Any:
+    """The value inside the first wrapper of ``wrappers`` that fits ``value`` (``semconv``), else MISSING."""
+    if not isinstance(value, dict):
+        return MISSING
+    for required, optional, path, empty in wrappers:
         if (
-            all(k in arguments for k in required)
-            and all(k in required or k in optional for k in arguments)
-            and not (empty is not None and arguments.get(empty))
+            all(k in value for k in required)
+            and all(k in required or k in optional for k in value)
+            and not (empty is not None and value.get(empty))
         ):
-            inner = parse_json_value(arguments[key])
-            if isinstance(inner, dict):
+            inner: Any = value
+            for key in path:
+                inner = parse_json_value(inner.get(key, MISSING)) if isinstance(inner, dict) else MISSING
+            if inner is not MISSING:
                 return inner
-    return arguments
+    return MISSING
 
 
 def _dumps(value: Any) -> str:

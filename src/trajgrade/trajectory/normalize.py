@@ -135,11 +135,11 @@ def classify(name: str, attributes: Mapping[str, Any]) -> str:
             if kind is not None:
                 if (
                     kind == sc.AGENT
-                    and (key, value) in sc.UNNAMED_AGENT_IS_WORKFLOW
+                    and (key, value) in sc.UNNAMED_AGENT_IS_STEP
                     and _first(attributes, sc.AGENT_NAME_KEYS) is None
                     and _name_from(name, sc.AGENT_NAME_FROM_SPAN_NAME) is None
                 ):
-                    return sc.WORKFLOW
+                    return sc.AGENT_STEP
                 return kind
     for pattern, kind in sc.KIND_BY_NAME:
         if pattern.match(name):
