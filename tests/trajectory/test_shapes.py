@@ -328,3 +328,32 @@ def test_without_any_recorded_request_nothing_is_reported_unrequested() -> None:
     )
     assert t.summary.tool_calls_not_requested == () and t.summary.tool_calls_not_run == ()
     assert grade({"type": "tool-calls", "only_requested": True}, t).status == "pass"
+
+
+def test_structured_output_messages_are_read_as_they_are() -> None:
+    parts = [{"type": "tool_call", "id": "c1", "name": "search", "arguments": {"query": "x"}}]
+    messages = [{"role": "assistant", "parts": parts, "finish_reason": "tool_call"}]
+    t = one(
+        span(1, None, "run", 0, 10, AGENT),
+        span(2, 1, "chat", 1, 2, chat(**{"gen_ai.output.messages": messages})),
+        span(3, 1, "execute_tool search", 3, 4, tool("search", **{"gen_ai.tool.call.id": "c1"})),
+    )
+    (call,) = t.tool_steps
+    assert call.tool is not None and call.tool.arguments == {"query": "x"} and call.tool.call_id == "c1"
+    assert t.summary.tool_calls_not_run == () and t.summary.tool_calls_not_requested == ()
+
+
+def test_invoke_agent_client_and_internal_and_invoke_workflow_are_agents() -> None:
+    remote = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "remote_helper"}
+    workflow = {"gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": "pipeline"}
+    client = span(2, 1, "invoke_agent remote_helper", 1, 5, remote)
+    client["kind"] = 3  # CLIENT: an agent in another service
+    t = one(
+        span(1, None, "invoke_workflow pipeline", 0, 20, workflow),
+        client,
+        span(3, 1, "invoke_agent assistant", 6, 19, AGENT),
+        span(4, 3, "chat", 7, 8, chat()),
+    )
+    assert t.summary.llm_calls == 1
+    # the workflow is the run around them, not an agent; the remote agent is one, with no work of its own here
+    assert {a.name: (a.parent, a.llm_calls) for a in t.agents} == {"assistant": (None, 1), "remote_helper": (None, 0)}
