@@ -201,6 +201,17 @@ AGENT_NAME_FROM_SPAN_NAME: Final = (
     re.compile(r"^(.+)\.agent$"),
     re.compile(r"^(.+)\.run$"),  # smolagents (OpenInference): "<agent name>.run"
 )
+#: Agent steps known by their span name, whose agent is named only inside an attribute's value: LlamaIndex's
+#: workflow agents (OpenInference marks ``FunctionAgent.run`` and its steps CHAIN; the agent's name is only in the
+#: steps' input, a repr holding ``current_agent_name='assistant'``). The span around such steps is their agent.
+#: (span-name pattern, attribute key, value pattern whose first group is the agent's name)
+AGENT_STEP_BY_NAME: Final = (
+    (
+        re.compile(r"^BaseWorkflowAgent\.(setup_agent|run_agent_step)$"),
+        "input.value",
+        re.compile(r"current_agent_name='([^']+)'"),
+    ),
+)
 TOOL_NAME_FROM_SPAN_NAME: Final = (
     re.compile(r"^execute_tool (.+)$"),
     re.compile(r"^tools/call (.+)$"),
@@ -228,11 +239,21 @@ FLAT_TOOL_CALL: Final = (
     ),
 )
 
-#: What shows that an LLM-marked span is a model request: a model, token counts or the model's output (as
-#: attributes, flattened attributes or events). LLM-marked spans without any (LlamaIndex's helper spans around
-#: a request) are not calls. Only keys the sidecar's lean reader keeps (``READ_KEYS``) can be evidence.
+#: What shows that an LLM-marked span is a model request: the GenAI request or response model, token counts, the
+#: request's first message or the model's output (as attributes, flattened attributes or events). OpenInference's
+#: model name and invocation parameters are not: LlamaIndex's helper spans around a request
+#: (``OpenAI._prepare_chat_with_tools``) carry both, and are not calls. Only keys the sidecar's lean reader keeps
+#: (``READ_KEYS``) can be evidence.
 LLM_REQUEST_KEYS: Final = frozenset(
-    {*MODEL_KEYS, *INPUT_TOKEN_KEYS, *OUTPUT_TOKEN_KEYS, OUTPUT_MESSAGES, "llm.invocation_parameters"}
+    {
+        REQUEST_MODEL,
+        RESPONSE_MODEL,
+        *INPUT_TOKEN_KEYS,
+        *OUTPUT_TOKEN_KEYS,
+        OUTPUT_MESSAGES,
+        "llm.input_messages.0.message.role",
+        "gen_ai.prompt.0.role",
+    }
 )
 LLM_REQUEST_PREFIXES: Final = FLAT_TOOL_CALL_PREFIXES
 LLM_REQUEST_EVENTS: Final = frozenset(

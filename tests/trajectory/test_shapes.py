@@ -178,14 +178,18 @@ def test_structured_arguments_are_read_as_they_are() -> None:
 
 
 def test_an_llm_marked_span_without_a_request_is_not_a_call() -> None:
-    helper = {"openinference.span.kind": "LLM", "input.value": '{"messages": []}'}
-    request = {"openinference.span.kind": "LLM", "llm.model_name": "gpt-4o-mini", "llm.token_count.prompt": 5}
+    # LlamaIndex's helper span: a model name and invocation parameters, but no message, usage or output
+    configured = {"openinference.span.kind": "LLM", "llm.model_name": "gpt-4o-mini", "llm.invocation_parameters": "{}"}
+    request = {**configured, "llm.token_count.prompt": 5}
+    failed = {**configured, "llm.input_messages.0.message.role": "user"}  # asked, then failed: no usage, no output
     t = one(
         span(1, None, "agent", 0, 10, {"openinference.span.kind": "AGENT", "agent.name": "a"}),
-        span(2, 1, "_prepare_chat_with_tools", 1, 2, helper),
+        span(2, 1, "OpenAI._prepare_chat_with_tools", 1, 2, configured),
         span(3, 1, "OpenAI.achat", 2, 3, request),
+        span(4, 1, "OpenAI._prepare_chat_with_tools", 4, 5, configured),
+        span(5, 1, "OpenAI.achat", 5, 6, failed, error=True),
     )
-    assert (t.summary.llm_calls, t.summary.turns) == (1, 1)
+    assert (t.summary.llm_calls, t.summary.turns, t.summary.failed_llm_calls_without_usage) == (2, 2, 1)
 
 
 def test_a_failed_request_without_usage_counts_zero_tokens() -> None:
@@ -226,6 +230,27 @@ def test_newest_usage_keys() -> None:
 
 
 # --- agents ---------------------------------------------------------------------------------------------------------
+
+
+def test_agent_steps_known_by_their_span_name_name_the_agent_around_them() -> None:
+    chain = {"openinference.span.kind": "CHAIN"}
+
+    def step(sid: int, parent: int, start: int, agent: str) -> dict[str, Any]:
+        value = f"AgentSetup(input=[...], current_agent_name='{agent}')"
+        return span(sid, parent, "BaseWorkflowAgent.run_agent_step", start, start + 3, {**chain, "input.value": value})
+
+    request = {"openinference.span.kind": "LLM", "llm.model_name": "m", "llm.token_count.prompt": 5}
+    t = one(
+        span(1, None, "FunctionAgent.run", 0, 100, chain),
+        step(2, 1, 1, "assistant"),
+        span(3, 2, "OpenAI.astream_chat", 2, 3, request),
+        span(4, 1, "FunctionTool.acall", 10, 60, {"openinference.span.kind": "TOOL", "tool.name": "research"}),
+        span(5, 4, "FunctionAgent.run", 11, 59, chain),
+        step(6, 5, 12, "researcher"),
+        span(7, 6, "OpenAI.astream_chat", 13, 14, request),
+    )
+    counts = {a.name: (a.llm_calls, a.tool_calls, a.parent) for a in t.agents}
+    assert counts == {"assistant": (1, 1, None), "researcher": (1, 0, "assistant")}
 
 
 def test_a_sub_agent_beside_the_tool_that_started_it_is_under_it() -> None:

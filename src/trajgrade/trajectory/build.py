@@ -10,7 +10,8 @@ framework's ``execute_tool``) is the same call.
 
 Tool calls are joined to the model call that requested them, by tool-call id, else by name in request
 order: a tool span without arguments takes the requested ones, and a bare value is named by the request's
-one parameter. A span whose children are unnamed agent steps (``semconv.AGENT_STEP``) is their agent. A
+one parameter. A span whose children are agent steps (``semconv.AGENT_STEP``) is their agent, named by the
+steps when they name it, else by its span name. A
 sub-agent beside the tool span that started it (inside its time) is under that tool call, and a sub-agent
 span without children of its own is over the sibling spans inside its time;
 a sub-agent that no tool span started, whose name the model requested as a tool, is that tool call.
@@ -176,7 +177,9 @@ def _walk(root: SpanRecord, index: Mapping[str, SpanRecord]) -> list[_Node]:
         if not kids:
             continue
         if r.kind == sc.OTHER and any(k.kind == sc.AGENT_STEP for k in kids):
-            r = node.record = replace(r, kind=sc.AGENT, agent_name=r.name)  # the agent whose steps these are
+            # the agent whose steps these are, named by its steps when they name it
+            named = next((k.agent_name for k in kids if k.kind == sc.AGENT_STEP and k.agent_name), r.name)
+            r = node.record = replace(r, kind=sc.AGENT, agent_name=named)
         if r.kind == sc.AGENT:
             # An agent span directly inside an agent span of the same name is the same agent (two instrumentations).
             same_agent = node.agent is not None and node.agent.agent_name == r.agent_name

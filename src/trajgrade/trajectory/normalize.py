@@ -144,6 +144,9 @@ def classify(name: str, attributes: Mapping[str, Any]) -> str:
     for pattern, kind in sc.KIND_BY_NAME:
         if pattern.match(name):
             return kind
+    for pattern, _, _ in sc.AGENT_STEP_BY_NAME:
+        if pattern.match(name):
+            return sc.AGENT_STEP
     if sc.MCP_TOOL_SPAN.match(name) and sc.TOOL_NAME in attributes:
         return sc.TOOL
     return sc.OTHER
@@ -455,7 +458,20 @@ def normalize(span: SpanView, keep_attributes: bool | None = None) -> SpanRecord
         r.usage = _usage(attributes, shape, shape.agent_input_tokens, shape.agent_output_tokens)
         r.output = _first(attributes, shape.agent_output)
         r.tool_definitions = _first(attributes, shape.agent_tool_definitions)
+    elif kind == sc.AGENT_STEP:
+        r.agent_name = _agent_in_value(name, attributes)
     return r
+
+
+def _agent_in_value(name: str, attributes: Mapping[str, Any]) -> str | None:
+    """The agent named inside an agent step's attribute value (``semconv.AGENT_STEP_BY_NAME``)."""
+    for pattern, key, value_pattern in sc.AGENT_STEP_BY_NAME:
+        value = attributes.get(key)
+        if pattern.match(name) and isinstance(value, str):
+            found = value_pattern.search(value)
+            if found is not None:
+                return found.group(1)
+    return None
 
 
 def _is_request(span: SpanView, shape: _Shape) -> bool:
