@@ -16,7 +16,7 @@ from opentelemetry.metrics import MeterProvider
 from trajgrade._internal import internal_errors
 from trajgrade.config import Config
 from trajgrade.suite import RunReport, grade_run
-from trajgrade.trajectory.build import build_trajectory
+from trajgrade.trajectory.build import build_trajectory, is_run
 from trajgrade.trajectory.normalize import SpanRecord
 
 __all__ = ["Grading"]
@@ -50,8 +50,11 @@ class Grading:
     def grade(
         self, records: Sequence[SpanRecord], root: SpanRecord, *, partial: bool = False, notes: tuple[str, ...] = ()
     ) -> RunReport | None:
-        """Build and grade the run under ``root``; record its metrics; hand it to ``on_report``."""
+        """Build and grade the run under ``root``; record its metrics; hand it to ``on_report``. A root that is
+        not a run (an agent's setup alone) gives None."""
         report: RunReport | None = None
+        if not is_run(root, bool(records)):
+            return None
         with internal_errors("grading", self.count_internal_error):
             started = time.perf_counter()
             trajectory = build_trajectory([root, *records], root, prices=self.config.prices, partial=partial)

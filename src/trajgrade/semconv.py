@@ -27,6 +27,9 @@ OTHER: Final = "other"
 #: A span marked as an agent that names no agent (``UNNAMED_AGENT_IS_STEP``): a step of the agent around it.
 #: The span it sits in (a LangGraph graph around its node spans) is then the agent, named by its span name.
 AGENT_STEP: Final = "agent_step"
+#: Setting an agent up (``create_agent``): alone at the root of a trace (AutoGen traces each agent's creation on
+#: its own), it is not a run.
+SETUP: Final = "setup"
 
 # --- OpenTelemetry GenAI keys (current) ---------------------------------------------------------------
 OPERATION_NAME: Final = _genai.GEN_AI_OPERATION_NAME
@@ -79,6 +82,7 @@ KIND_BY_ATTRIBUTE: Final[tuple[tuple[str, dict[str, str]], ...]] = (
             "execute_tool": TOOL,
             "invoke_agent": AGENT,
             "invoke_workflow": WORKFLOW,
+            "create_agent": SETUP,
             "embeddings": EMBEDDING,
         },
     ),
@@ -96,6 +100,7 @@ KIND_BY_NAME: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
     (re.compile(r"^agent run$"), AGENT),  # pydantic-ai v2
     (re.compile(r"^agent_run \["), AGENT),  # ADK (old)
     (re.compile(r"^invoke_workflow( |$)"), WORKFLOW),
+    (re.compile(r"^create_agent( |$)"), SETUP),
     # OpenLLMetry's vendor-dotted LLM span names (openai.chat, anthropic.completion, bedrock.converse, ...):
     # the attributes that mark them can be dropped by the SDK's attribute limit on long histories.
     (re.compile(r"^[a-z][a-z0-9_]*\.(chat|completion|response|converse)$"), LLM),

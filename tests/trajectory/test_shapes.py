@@ -143,6 +143,23 @@ def test_arguments_recorded_only_in_the_request_are_joined_by_call_id() -> None:
     assert t.summary.tool_calls_not_run == () and t.summary.tool_calls_not_requested == ()
 
 
+def test_a_call_id_asked_again_joins_the_latest_request() -> None:
+    # FakeOpenAI-like providers number their ids per response: the sub-agent's "call_0" is not the manager's
+    def asks_one(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return chat(**{"gen_ai.output.messages": asks(("call_0", name, arguments))})
+
+    t = one(
+        span(1, None, "run", 0, 100, AGENT),
+        span(2, 1, "chat", 1, 2, asks_one("research", {"topic": "t"})),
+        span(3, 1, "execute_tool research", 3, 50, tool("research", **{"gen_ai.tool.call.id": "call_0"})),
+        span(4, 3, "invoke_agent researcher", 4, 49, {**AGENT, "gen_ai.agent.name": "researcher"}),
+        span(5, 4, "chat", 5, 6, asks_one("search", {"query": "q"})),
+        span(6, 4, "execute_tool search", 7, 8, tool("search", **{"gen_ai.tool.call.id": "call_0"})),
+    )
+    assert [s.tool.arguments for s in t.tool_steps if s.tool is not None] == [{"topic": "t"}, {"query": "q"}]
+    assert t.summary.tool_calls_not_run == ()
+
+
 def test_a_bare_value_is_named_by_the_requests_one_parameter() -> None:
     def flat(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         prefix = "llm.output_messages.0.message.tool_calls.0.tool_call."
@@ -382,3 +399,11 @@ def test_invoke_agent_client_and_internal_and_invoke_workflow_are_agents() -> No
     assert t.summary.llm_calls == 1
     # the workflow is the run around them, not an agent; the remote agent is one, with no work of its own here
     assert {a.name: (a.parent, a.llm_calls) for a in t.agents} == {"assistant": (None, 1), "remote_helper": (None, 0)}
+
+
+def test_an_agents_setup_alone_is_not_a_run() -> None:
+    setup = {"gen_ai.operation.name": "create_agent", "gen_ai.agent.name": "assistant"}
+    found = runs(span(1, None, "create_agent assistant", 0, 1, setup))
+    assert found == []
+    t = one(span(1, None, "create_agent assistant", 0, 10, setup), span(2, 1, "chat", 1, 2, chat()))
+    assert t.summary.llm_calls == 1  # with work under it, it is the run's root like any other span

@@ -29,7 +29,7 @@ from trajgrade.trajectory.cost import Price, call_cost
 from trajgrade.trajectory.model import AgentSummary, Step, Summary, ToolCall, Trajectory, Usage
 from trajgrade.trajectory.normalize import MISSING, SpanRecord, _PartsRef
 
-__all__ = ["build_trajectories", "build_trajectory", "parse_json_value", "root_of"]
+__all__ = ["build_trajectories", "build_trajectory", "is_run", "parse_json_value", "root_of"]
 
 #: A tool call the model requested: (tool-call id, tool name, raw arguments or MISSING).
 Request = tuple[str | None, str | None, Any]
@@ -79,8 +79,10 @@ def build_trajectories(
             index[r.span_id] = r
         notes = (f"{duplicates} span(s) with a duplicate span id ignored",) if duplicates else ()
         roots, unended = _tops(index.values(), index)
+        parents = {r.parent_span_id for r in index.values()}
         for root in roots:
-            runs.append(_build(root, index, prices or {}, partial=partial, notes=notes))
+            if is_run(root, root.span_id in parents):
+                runs.append(_build(root, index, prices or {}, partial=partial, notes=notes))
         for children in unended.values():
             root = _unended_root(children)
             index[root.span_id] = root
@@ -88,6 +90,11 @@ def build_trajectories(
             runs.append(_build(root, index, prices or {}, partial=True, notes=(*notes, note)))
     runs.sort(key=lambda t: (t.start_unix_nano, t.trace_id, t.root_span_id))
     return runs
+
+
+def is_run(root: SpanRecord, has_children: bool) -> bool:
+    """Whether a local root is a run: any root but an agent's setup alone (``semconv.SETUP``)."""
+    return has_children or root.kind != sc.SETUP
 
 
 def _tops(
@@ -298,13 +305,15 @@ def _build(
 
 
 class _Join:
-    """Tool calls joined to the model calls that requested them: by tool-call id, else by name in request order."""
+    """Tool calls joined to the model calls that requested them: by tool-call id, else by name in request order.
+
+    Tool spans are taken in start order, so a request is asked before the tools that run it are taken."""
 
     __slots__ = ("asked", "by_id", "by_name", "matched", "unrequested")
 
     def __init__(self) -> None:
         self.asked: list[tuple[Request, int]] = []  # every requested call and its turn, in request order
-        self.by_id: dict[str, int] = {}
+        self.by_id: dict[str, list[int]] = {}
         self.by_name: dict[str, list[int]] = {}
         self.matched: set[int] = set()
         self.unrequested: list[str] = []
@@ -314,7 +323,7 @@ class _Join:
             i = len(self.asked)
             self.asked.append((call, turn))
             if call[0] is not None:
-                self.by_id.setdefault(call[0], i)
+                self.by_id.setdefault(call[0], []).append(i)
             if call[1] is not None:
                 self.by_name.setdefault(call[1], []).append(i)
 
@@ -322,7 +331,10 @@ class _Join:
         """The request a tool span executes, and its turn (``turn`` when it has none)."""
         found: int | None = None
         if r.tool_call_id is not None:
-            found = self.by_id.get(r.tool_call_id)
+            # ids are unique only per response with some providers: the latest request not yet run, else the latest
+            asked = self.by_id.get(r.tool_call_id)
+            if asked:
+                found = next((i for i in reversed(asked) if i not in self.matched), asked[-1])
         elif r.tool_name is not None:
             queue = self.by_name.get(r.tool_name)
             while queue and queue[0] in self.matched:
