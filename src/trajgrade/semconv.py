@@ -223,6 +223,10 @@ TOOL_NAME_FROM_SPAN_NAME: Final = (
     re.compile(r"^(.+)\.tool$"),
 )
 
+#: Tool names of spans that summarise other tool spans rather than run a tool: ADK ends a step's parallel calls
+#: with an ``execute_tool (merged)`` span beside them.
+SUMMARY_TOOL_NAMES: Final = frozenset({"(merged tools)"})
+
 #: Where the final answer of an agent span is recorded.
 AGENT_OUTPUT_KEYS: Final = ("final_result", "output.value", "traceloop.entity.output", OUTPUT_MESSAGES)
 

@@ -407,3 +407,14 @@ def test_an_agents_setup_alone_is_not_a_run() -> None:
     assert found == []
     t = one(span(1, None, "create_agent assistant", 0, 10, setup), span(2, 1, "chat", 1, 2, chat()))
     assert t.summary.llm_calls == 1  # with work under it, it is the run's root like any other span
+
+
+def test_a_span_summarising_parallel_tool_calls_is_not_a_call() -> None:
+    merged = tool("(merged tools)", **{"gen_ai.tool.call.id": "e1"})
+    t = one(
+        span(1, None, "invoke_agent assistant", 0, 10, AGENT),
+        span(2, 1, "execute_tool a", 1, 2, tool("a")),
+        span(3, 1, "execute_tool b", 1, 2, tool("b")),
+        span(4, 1, "execute_tool (merged)", 2, 3, merged),
+    )
+    assert t.summary.tool_names == ("a", "b")

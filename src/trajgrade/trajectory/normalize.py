@@ -446,6 +446,9 @@ def normalize(span: SpanView, keep_attributes: bool | None = None) -> SpanRecord
         tool_name = _first(attributes, shape.tool_name) or _name_from(name, sc.TOOL_NAME_FROM_SPAN_NAME) or name
         call_id = _first(attributes, shape.tool_call_id)
         r.agent_name = _str_or_none(attributes.get(sc.AGENT_NAME))
+        if tool_name in sc.SUMMARY_TOOL_NAMES:
+            r.kind = sc.OTHER
+            return r
         r.tool_name = str(tool_name)
         r.tool_call_id = str(call_id) if call_id is not None else None
         r.tool_arguments, r.tool_result = _tool_content(span, attributes, shape)
