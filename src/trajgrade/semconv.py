@@ -205,6 +205,7 @@ AGENT_NAME_FROM_SPAN_NAME: Final = (
     re.compile(r"^agent_run \[(.+)\]$"),
     re.compile(r"^(.+)\.agent$"),
     re.compile(r"^(.+)\.run$"),  # smolagents (OpenInference): "<agent name>.run"
+    re.compile(r"^(.+)\._execute_core$"),  # CrewAI (OpenInference): "<agent role>._execute_core"
 )
 #: Agent steps known by their span name, whose agent is named only inside an attribute's value: LlamaIndex's
 #: workflow agents (OpenInference marks ``FunctionAgent.run`` and its steps CHAIN; the agent's name is only in the
