@@ -37,6 +37,10 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"{loaded.name} is older than its sources: run `make test` to rebuild it")
 
 
+#: The agent-framework environments: each has every scenario of ``tests/fixtures/_framework.py``.
+FRAMEWORKS = ("langgraph", "smolagents", "llamaindex", "autogen", "agent_framework", "google_adk", "crewai")
+
+
 def fixture_files() -> list[Path]:
     """Every fixture with a truth file beside it."""
     return sorted(p for p in FIXTURES.glob("*/*/*.json") if not p.name.endswith(".truth.json"))

@@ -122,5 +122,8 @@ def test_the_fixtures_of_every_instrumentation_through_the_collectors(workdir: P
     received = backend.span_ids()
     assert set(received) == sent and set(received.values()) == {1}
     graded = [s for s in backend.spans if any(e.name == RESULT for e in s.events)]
-    assert len(graded) == len(files)  # one graded root per run: every fixture is one run
+    # one graded root per run (every fixture is one run), but for a run whose root never ended (smolagents' failed
+    # run): it is graded as a partial run at expiry, with no root span to carry its results
+    ended = [b for b in bodies if any(s.parent_span_id is None for s in b.spans)]
+    assert len(ended) < len(files) and len(graded) == len(ended)
     assert all(not s.parent_span_id for s in graded)

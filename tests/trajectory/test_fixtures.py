@@ -13,13 +13,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FIXTURES, fixture_files
+from conftest import FIXTURES, FRAMEWORKS, fixture_files
 
 from trajgrade.readers import read_path
 from trajgrade.trajectory import Trajectory, build_trajectories, normalize
 
 SUMMARY_KEYS = ("llm_calls", "tool_calls", "tool_errors", "turns", "input_tokens", "output_tokens", "failed")
-ENVIRONMENTS = ("pydantic_ai", "otel_openai_v2", "openinference", "openllmetry", "strands", "openai_agents")
+INSTRUMENTATIONS = ("pydantic_ai", "otel_openai_v2", "openinference", "openllmetry", "strands", "openai_agents")
+ENVIRONMENTS = (*INSTRUMENTATIONS, *FRAMEWORKS)
+#: The scenarios of ``tests/fixtures/_framework.py``.
+SCENARIOS = (
+    "no_tools",
+    "three_tools",
+    "repeat_six",
+    "tool_error_retry",
+    "fail_http500",
+    "parallel_tools",
+    "delegation",
+)
 
 
 def load(path: Path) -> Trajectory:
@@ -43,6 +54,13 @@ FILES = fixture_files()
 def test_every_environment_has_fixtures() -> None:
     found = {p.relative_to(FIXTURES).parts[0] for p in FILES}
     assert set(ENVIRONMENTS) <= found, f"missing fixtures for {sorted(set(ENVIRONMENTS) - found)}"
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_every_framework_has_every_scenario(framework: str) -> None:
+    for variant in sorted(p for p in (FIXTURES / framework).iterdir() if p.is_dir()):
+        missing = [s for s in SCENARIOS if not (variant / f"{s}.json").is_file()]
+        assert not missing, f"{variant.relative_to(FIXTURES)} lacks {missing}"
 
 
 @pytest.mark.parametrize("path", FILES, ids=ids)
