@@ -342,3 +342,56 @@ def test_hot_path_keeps_what_sdk_parts_keeps() -> None:
     assert kept[0] == sdk_parts(child)
     assert kept[0][2] == "execute_tool search" and kept[0][7] == {"gen_ai.tool.name": "search"}
     provider.shutdown()
+
+
+def _one_run(provider: TracerProvider) -> None:
+    tracer = provider.get_tracer("app")
+    root = tracer.start_span("invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"})
+    from opentelemetry.trace import set_span_in_context
+
+    tracer.start_span("chat m", context=set_span_in_context(root), attributes={"gen_ai.operation.name": "chat"}).end()
+    root.end()
+
+
+@pytest.mark.parametrize("worker", [False, True])
+def test_a_users_test_suite_never_gets_trajgrade_errors_raised_into_it(
+    monkeypatch: pytest.MonkeyPatch, worker: bool
+) -> None:
+    """Under pytest (PYTEST_CURRENT_TEST is set here) without trajgrade's own switch: a callback that raises stays
+    inside trajgrade, on the application's thread and on the grading thread, which keeps grading."""
+    monkeypatch.delenv("TRAJGRADE_RAISE_INTERNAL_ERRORS", raising=False)
+    assert "PYTEST_CURRENT_TEST" in os.environ
+    seen: list[RunReport] = []
+
+    def on_report(report: RunReport) -> None:
+        seen.append(report)
+        raise RuntimeError("the user's callback failed")
+
+    provider = TracerProvider()
+    provider.add_span_processor(GradingSpanProcessor(CONFIG, on_report=on_report, worker=worker))
+    _one_run(provider)  # span.end() does not raise
+    _one_run(provider)
+    provider.force_flush()
+    assert len(seen) == 2  # the grading thread survived the first callback's error
+    provider.shutdown()
+
+
+@pytest.mark.timeout(30)
+def test_shutdown_keeps_its_time_limit_when_grading_is_stuck(no_reraise: None) -> None:
+    release = threading.Event()
+    started = threading.Event()
+
+    def stuck(report: RunReport) -> None:  # the user's callback never returns on its own
+        started.set()
+        release.wait(60)
+
+    processor = GradingSpanProcessor(CONFIG, on_report=stuck)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    _one_run(provider)
+    assert started.wait(10)
+    done = threading.Event()
+    thread = threading.Thread(target=lambda: (processor.shutdown(timeout_millis=200), done.set()), daemon=True)
+    thread.start()
+    assert done.wait(10), "shutdown waited for a grading job past its limit"
+    release.set()

@@ -1,7 +1,7 @@
 """Errors inside trajgrade never reach the application: they are logged once and counted.
 
-Under pytest they are re-raised, so that tests see trajgrade's own bugs (set
-``TRAJGRADE_RAISE_INTERNAL_ERRORS=0`` in a test that checks the agent keeps running).
+With ``TRAJGRADE_RAISE_INTERNAL_ERRORS=1`` (trajgrade's own test suite sets it) they are re-raised, so that
+its tests see trajgrade's own bugs; nothing else, a user's test suite included, ever gets one raised into it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ _seen_lock = threading.Lock()
 
 
 def _should_raise() -> bool:
-    return "PYTEST_CURRENT_TEST" in os.environ and os.environ.get("TRAJGRADE_RAISE_INTERNAL_ERRORS", "1") != "0"
+    return os.environ.get("TRAJGRADE_RAISE_INTERNAL_ERRORS") == "1"
 
 
 def report_internal_error(where: str, error: Exception, count: Callable[[str], None] | None = None) -> None:

@@ -16,6 +16,7 @@ thread. Nothing raises into the application; every drop is counted with a reason
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import threading
 import time
@@ -40,6 +41,8 @@ from trajgrade.grading import Grading
 from trajgrade.spans import SdkParts, SdkSpan, sdk_parts
 from trajgrade.suite import RunReport
 from trajgrade.trajectory.normalize import normalize
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["GradingSpanProcessor"]
 
@@ -167,7 +170,9 @@ class GradingSpanProcessor(SpanProcessor):
         if not handled_root and self._downstream is not None:
             self._downstream.on_end(span)
 
-    def shutdown(self) -> None:
+    def shutdown(self, timeout_millis: int = 30_000) -> None:
+        """Grade what is open and queued, then stop; within ``timeout_millis`` (the SDK's processors' default):
+        grading still unfinished then is abandoned, logged and counted, and the application exits on time."""
         if self._shutdown:
             return
         with internal_errors("shutdown", self._grading.count_internal_error):
@@ -176,8 +181,14 @@ class GradingSpanProcessor(SpanProcessor):
                 self._shutdown = True
                 self._wake.notify_all()
             if self._thread is not None:
-                self._thread.join()
-            self._run_jobs(block=False)
+                self._thread.join(timeout_millis / 1000)
+                if self._thread.is_alive():  # a grader stuck past the limit: the worker is a daemon, leave it
+                    logger.warning("trajgrade: grading did not finish within %d ms of shutdown", timeout_millis)
+                    self._grading.count_internal_error("shutdown_timeout")
+                else:
+                    self._run_jobs(block=False)
+            else:
+                self._run_jobs(block=False)
         if self._downstream is not None:
             self._downstream.shutdown()
 

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pytest
 from factories import llm, run, tool
 
@@ -74,9 +79,56 @@ def test_not_evaluable_when_arguments_not_captured() -> None:
         ("use_trace_definitions: false", "needs an allowlist"),
         ("allowlist: [a]\n    blocklist: [a]", "in both allowlist and blocklist"),
         ("allow: [a]", "unknown field"),
+        ('schemas: {x: {"$ref": "http://127.0.0.1:9/s.json"}}', "never fetches a schema"),
     ],
 )
 def test_config_errors(options: str, fragment: str) -> None:
     with pytest.raises(ConfigError, match="graders\\[0\\] \\(tool-schema\\)") as e:
         parse_config(f"graders:\n  - type: tool-schema\n    {options}\n", "graders.yaml")
     assert fragment in str(e.value)
+
+
+@contextmanager
+def listener_that_never_answers() -> Iterator[tuple[str, list[socket.socket]]]:
+    """A real TCP listener that accepts and then says nothing: a fetch from it would hang."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.05)
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}/schema.json", accepted
+    finally:
+        stop.set()
+        thread.join()
+        for c in accepted:
+            c.close()
+        server.close()
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("ref_key", ["$ref", "$dynamicRef"])
+def test_a_schema_from_the_spans_that_refers_elsewhere_is_never_fetched(ref_key: str) -> None:
+    with listener_that_never_answers() as (url, connections):
+        schema = {"type": "object", "properties": {"city": {ref_key: url}}}
+        defs = [{"type": "function", "name": "get_weather", "parameters": schema}]
+        t = run(llm(), tool("get_weather", {"city": "Paris"}), llm(), tool_definitions=defs)
+        r = grade("use_trace_definitions: true", t)
+        assert (r.status, r.error_type) == ("error", "not_evaluable")
+        assert url in r.explanation and "never fetched" in r.explanation
+        assert connections == []
+        # a violation found elsewhere still fails the run
+        t = run(llm(), tool("get_weather", {"city": "Paris"}), tool("delete_db", {}), llm(), tool_definitions=defs)
+        assert grade("use_trace_definitions: true\n    blocklist: [delete_db]", t).status == "fail"
+        assert connections == []

@@ -10,6 +10,10 @@ Every tool call is checked, nested ones (a tool called inside another tool, or b
 Each violation names the call (tool and span id), the argument (its JSON path) and why. A run with no tool
 calls passes ("no tool calls to check"). A call whose arguments were not captured cannot be checked against
 a schema: when that is the only thing left unknown the result is not evaluable.
+
+Nothing is ever fetched: a schema with a ``$ref`` outside itself (a URL, a file) is refused. In a config that is a
+config error; in a schema the spans carried (which anyone who can send spans chooses), the tool's calls are left
+unchecked and, when nothing else fails, the result is not evaluable and names the reference.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import jsonschema_rs
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import field_validator, model_validator
+from referencing import Registry
+from referencing.exceptions import NoSuchResource
 
 from trajgrade.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
 from trajgrade.trajectory.model import Step, Trajectory
@@ -44,6 +50,9 @@ class ToolSchemaConfig(GraderConfig):
                 Draft202012Validator.check_schema(schema)
             except SchemaError as e:
                 raise ValueError(f"schemas.{tool} is not a valid JSON Schema: {e.message}") from None
+            remote = _remote_reference(schema)
+            if remote is not None:
+                raise ValueError(f"schemas.{tool} refers outside itself ({remote!r}): trajgrade never fetches a schema")
         return schemas
 
     @model_validator(mode="after")
@@ -54,6 +63,36 @@ class ToolSchemaConfig(GraderConfig):
         if both:
             raise ValueError(f"{sorted(both)[0]!r} is in both allowlist and blocklist")
         return self
+
+
+_REFERENCE_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
+
+
+def _remote_reference(schema: Any) -> str | None:
+    """The first reference in ``schema`` that points outside it (anything but ``#...``), or None."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key in _REFERENCE_KEYS:
+                ref = node.get(key)
+                if isinstance(ref, str) and not ref.startswith("#"):
+                    return ref
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return None
+
+
+def _never_retrieve(uri: str) -> Any:
+    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]  # attrs class, unseen by mypy
+
+
+def _never_retrieve_rs(uri: str) -> Any:
+    raise ValueError(f"{uri}: trajgrade never fetches a schema")
+
+
+_NO_FETCH: Registry[Any] = Registry(retrieve=_never_retrieve)  # type: ignore[call-arg]
 
 
 def _path(error: Any) -> str:
@@ -83,10 +122,11 @@ def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
         )
     schemas = dict(t.tool_definitions) if c.use_trace_definitions else {}
     schemas.update(c.schemas)
-    validators = {tool: v for tool, schema in schemas.items() if (v := _validator(schema)) is not None}
+    validators, refused = _validators(schemas)
     violations: list[dict[str, Any]] = []
     evidence: list[Evidence] = []
     unchecked: list[str] = []
+    unfetched: list[str] = []
     for step in calls:
         assert step.tool is not None
         tool = step.tool.name
@@ -98,6 +138,9 @@ def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
         if tool in c.blocklist:
             violations.append({"span_id": step.span_id, "tool": tool, "argument": None, "reason": "in the blocklist"})
             evidence.append(Evidence(f"{_where(step)}: tool is in the blocklist", (step.span_id,)))
+        if tool in refused:
+            unfetched.append(f"{_where(step)}: its schema refers to {refused[tool]!r}, which is never fetched")
+            continue
         validator = validators.get(tool)
         if validator is None:
             continue
@@ -114,13 +157,13 @@ def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
             argument = _path(error)
             violations.append({"span_id": step.span_id, "tool": tool, "argument": argument, "reason": error.message})
             evidence.append(Evidence(f"{_where(step)}: {argument}: {error.message}", (step.span_id,)))
-    checked = len(calls) - len(unchecked)
-    if not violations and unchecked:
+    checked = len(calls) - len(unchecked) - len(unfetched)
+    if not violations and (unchecked or unfetched):
+        why = [f"{len(unfetched)} call(s) not checked: {'; '.join(unfetched[:3])}"] if unfetched else []
+        if unchecked:
+            why.append(f"arguments not captured for {len(unchecked)} call(s) with a schema: {', '.join(unchecked[:3])}")
         return not_evaluable(
-            name,
-            "tool-schema",
-            f"arguments not captured for {len(unchecked)} call(s) with a schema: {', '.join(unchecked[:3])}",
-            details={"checked": checked, "unchecked": len(unchecked)},
+            name, "tool-schema", "; ".join(why), details={"checked": checked, "unchecked": len(calls) - checked}
         )
     if violations:
         shown = "; ".join(e.description for e in evidence[:3]) + ("; ..." if len(evidence) > 3 else "")
@@ -160,9 +203,9 @@ class _Schema:
     __slots__ = ("fast", "full")
 
     def __init__(self, schema: dict[str, Any]) -> None:
-        self.full = Draft202012Validator(schema)
+        self.full = Draft202012Validator(schema, registry=_NO_FETCH)
         try:
-            self.fast: Any = jsonschema_rs.Draft202012Validator(schema)
+            self.fast: Any = jsonschema_rs.Draft202012Validator(schema, retriever=_never_retrieve_rs)
         except Exception:  # a schema jsonschema-rs cannot compile is checked by jsonschema alone
             self.fast = None
 
@@ -178,12 +221,26 @@ class _Schema:
         return self.full.iter_errors(instance)
 
 
-_COMPILED: dict[str, _Schema | None] = {}
+def _validators(schemas: dict[str, Any]) -> tuple[dict[str, _Schema], dict[str, str]]:
+    """The validator of each tool's schema, and the tools whose schema refers outside itself (to what)."""
+    validators: dict[str, _Schema] = {}
+    refused: dict[str, str] = {}
+    for tool, schema in schemas.items():
+        v = _validator(schema)
+        if isinstance(v, str):
+            refused[tool] = v
+        elif v is not None:
+            validators[tool] = v
+    return validators, refused
+
+
+_COMPILED: dict[str, _Schema | str | None] = {}
 _COMPILED_MAX = 512
 
 
-def _validator(schema: Any) -> _Schema | None:
-    """A validator for a tool's schema, or None when it is not a valid JSON Schema (then it is not checked).
+def _validator(schema: Any) -> _Schema | str | None:
+    """A validator for a tool's schema; None when it is not a valid JSON Schema (then it is not checked); the
+    reference when it refers outside itself (never fetched).
 
     Checking a schema against the meta-schema costs milliseconds and the same definitions arrive with every
     run, so validators are kept by the schema's canonical JSON (a small, bounded cache).
@@ -195,9 +252,10 @@ def _validator(schema: Any) -> _Schema | None:
     except (TypeError, ValueError):  # not JSON-serializable: not a schema
         return None
     if key not in _COMPILED:
+        validator: _Schema | str | None
         try:
             Draft202012Validator.check_schema(schema)
-            validator: _Schema | None = _Schema(schema)
+            validator = _remote_reference(schema) or _Schema(schema)
         except SchemaError:
             validator = None
         if len(_COMPILED) >= _COMPILED_MAX:
