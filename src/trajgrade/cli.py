@@ -1,7 +1,7 @@
 """The ``trajgrade`` command: trajectory, grade, validate, graders.
 
-Exit codes: 0 all good; 1 a run failed its graders (``grade``); 2 unreadable input or a bad config (the
-other inputs are still read and printed).
+Exit codes: 0 all good; 1 a run failed its graders (``grade``); 2 unreadable input, input that held spans but
+no run, or a bad config (the other inputs are still read and printed).
 """
 
 from __future__ import annotations
@@ -36,8 +36,12 @@ def _read_all(paths: Sequence[str]) -> tuple[list[SpanRecord], list[str]]:
 
 
 def _trajectories(paths: Sequence[str], prices: dict[str, Price] | None = None) -> tuple[list[Trajectory], list[str]]:
+    """The runs in ``paths``, and the problems to report (input that held spans but gave no run is one)."""
     records, problems = _read_all(paths)
-    return build_trajectories(records, prices=prices), problems
+    runs = build_trajectories(records, prices=prices)
+    if records and not runs:
+        problems.append(f"{', '.join(paths)}: {len(records)} span(s) read, but no run among them")
+    return runs, problems
 
 
 def _print_problems(problems: Sequence[str]) -> None:

@@ -11,6 +11,7 @@ import os
 import time
 import tracemalloc
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from trajgrade import GradingSpanProcessor, RunReport, grade_run, parse_config
+from trajgrade.cli import main
 from trajgrade.trajectory import SpanRecord, build_trajectories
 
 CATASTROPHIC = "(a|aa)+$"  # exponential backtracking on "aaa...a!"
@@ -76,6 +78,60 @@ def test_huge_values_deep_json_and_odd_types_are_graded_in_bounded_time() -> Non
     assert time.monotonic() - started < 10
     statuses = [r.status for r in report.results]
     assert statuses == ["pass", "pass", "fail", "fail"], [r.explanation for r in report.results]
+
+
+def test_spans_whose_parent_links_form_a_cycle_with_no_root_are_a_partial_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def span(sid: str, parent: str, name: str, start: int, attributes: dict[str, Any]) -> dict[str, Any]:
+        attrs = [
+            {"key": k, "value": {"stringValue": v} if isinstance(v, str) else {"intValue": str(v)}}
+            for k, v in attributes.items()
+        ]
+        return {
+            "traceId": "ab" * 16,
+            "spanId": sid,
+            "parentSpanId": parent,
+            "name": name,
+            "startTimeUnixNano": str(start),
+            "endTimeUnixNano": str(start + 1000),
+            "attributes": attrs,
+        }
+
+    spans = [
+        span("0000000000000001", "0000000000000002", "invoke_agent a", 1, {"gen_ai.operation.name": "invoke_agent"}),
+        span(
+            "0000000000000002",
+            "0000000000000001",
+            "chat m",
+            2,
+            {"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 5},
+        ),
+    ]
+    path = tmp_path / "cycle.json"
+    path.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}))
+    assert main(["trajectory", str(path), "--format", "json"]) == 0
+    (run_,) = json.loads(capsys.readouterr().out)["runs"]
+    assert run_["partial"] and run_["summary"]["llm_calls"] == 1
+    assert any("cycle" in n for n in run_["notes"])
+
+
+def test_input_with_spans_but_no_run_never_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    setup = {"key": "gen_ai.operation.name", "value": {"stringValue": "create_agent"}}
+    only = {
+        "traceId": "ab" * 16,
+        "spanId": "00000000000000a1",
+        "name": "create_agent a",
+        "startTimeUnixNano": "1",
+        "endTimeUnixNano": "2",
+        "attributes": [setup],
+    }
+    path = tmp_path / "setup.json"
+    path.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [only]}]}]}))
+    config = tmp_path / "graders.yaml"
+    config.write_text("graders:\n  - type: completed\n")
+    assert main(["grade", str(path), "--config", str(config)]) == 2
+    assert "1 span(s) read, but no run among them" in capsys.readouterr().err
 
 
 def test_cycles_duplicates_and_clocks_going_backwards_still_build() -> None:

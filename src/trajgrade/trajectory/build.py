@@ -88,6 +88,10 @@ def build_trajectories(
             index[root.span_id] = root
             note = f"the root span {root.span_id} never ended: graded from the {len(children)} spans under it"
             runs.append(_build(root, index, prices or {}, partial=True, notes=(*notes, note)))
+        if not roots and not unended and index:  # every span has a parent among them: their links form a cycle
+            root = min(index.values(), key=lambda r: (r.start_unix_nano, r.span_id))
+            note = f"the spans' parent links form a cycle: span {root.span_id} ({root.name}) taken as the root"
+            runs.append(_build(root, index, prices or {}, partial=True, notes=(*notes, note)))
     runs.sort(key=lambda t: (t.start_unix_nano, t.trace_id, t.root_span_id))
     return runs
 
