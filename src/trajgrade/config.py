@@ -136,7 +136,40 @@ def parse_config(text: str, source: str = "<config>") -> Config:
         mark = getattr(e, "problem_mark", None)
         line = f"{mark.line + 1}:" if mark is not None else ""
         raise ConfigError(f"{source}:{line} invalid YAML: {getattr(e, 'problem', None) or e}") from None
+    if _expanded_size(node) > MAX_CONFIG_NODES:
+        raise ConfigError(
+            f"{source}: its aliases expand to more than {MAX_CONFIG_NODES:,} YAML nodes: a graders file is never that large"
+        )
     return _Loader(source, _lines(node)).config(data)
+
+
+#: The most YAML nodes a graders file may hold once its aliases are expanded (an alias bomb expands to billions).
+MAX_CONFIG_NODES = 100_000
+
+
+def _expanded_size(node: yaml.Node | None) -> int:
+    """How many nodes ``node`` holds with every alias expanded, counted without expanding them (each node once)."""
+    if node is None:
+        return 0
+    sizes: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, bool]] = [(node, False)]
+    while stack:
+        n, children_done = stack.pop()
+        if id(n) in sizes:
+            continue
+        if isinstance(n, yaml.MappingNode):
+            children = [c for pair in n.value for c in pair]
+        elif isinstance(n, yaml.SequenceNode):
+            children = list(n.value)
+        else:
+            sizes[id(n)] = 1
+            continue
+        if children_done:
+            sizes[id(n)] = min(1 + sum(sizes[id(c)] for c in children), MAX_CONFIG_NODES + 1)
+        else:
+            stack.append((n, True))
+            stack.extend((c, False) for c in children if id(c) not in sizes)
+    return sizes[id(node)]
 
 
 def _lines(node: yaml.Node | None) -> dict[Path_, int]:

@@ -237,3 +237,17 @@ def test_infinite_and_nan_token_counts_are_no_counts() -> None:
 
     assert _int(float("inf")) is None and _int(float("nan")) is None and _int("1e999") is None
     assert _int("12") == 12 and _int(12.0) == 12
+
+
+@pytest.mark.timeout(30)
+def test_a_yaml_alias_bomb_is_refused_and_ordinary_aliases_still_work() -> None:
+    from trajgrade import ConfigError
+
+    levels = ['a: &a ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    for prev, name in zip("abcdef", "bcdefg", strict=True):
+        levels.append(f"{name}: &{name} [" + ", ".join([f"*{prev}"] * 9) + "]")
+    bomb = "\n".join([*levels, "graders: [*g]"]) + "\n"  # 9**7 nodes once expanded, 300 bytes written
+    with pytest.raises(ConfigError, match="aliases expand to more than 100,000 YAML nodes"):
+        parse_config(bomb, "bomb.yaml")  # expanding it would take minutes and gigabytes: the timeout fails it
+    shared = "limits: &limits {max: 10}\ngraders:\n  - type: turn-count\n    config: *limits\n"
+    assert parse_config(shared).suites[0].graders[0].options is not None
