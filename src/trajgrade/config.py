@@ -138,7 +138,8 @@ def parse_config(text: str, source: str = "<config>") -> Config:
         raise ConfigError(f"{source}:{line} invalid YAML: {getattr(e, 'problem', None) or e}") from None
     if _expanded_size(node) > MAX_CONFIG_NODES:
         raise ConfigError(
-            f"{source}: its aliases expand to more than {MAX_CONFIG_NODES:,} YAML nodes: a graders file is never that large"
+            f"{source}: its aliases expand to more than {MAX_CONFIG_NODES:,} YAML nodes "
+            "(a graders file is never that large)"
         )
     return _Loader(source, _lines(node)).config(data)
 
