@@ -223,6 +223,30 @@ def test_binary_protobuf() -> None:
     ],
 )
 def test_bad_input_names_the_problem(payload: bytes, fragment: str) -> None:
+    _names_the_problem(payload, fragment)
+
+
+def _span_with(**fields: Any) -> bytes:
+    span = {"traceId": TRACE, "spanId": ROOT, **fields}
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
+
+
+@pytest.mark.parametrize(
+    ("payload", "fragment"),
+    [
+        (_span_with(kind="\u00b2"), "spans[0].kind: unknown value '²'"),  # a digit to str.isdigit, not to int()
+        (_span_with(startTimeUnixNano="\u0663"), "startTimeUnixNano: '٣' is not an integer"),
+        (_span_with(startTimeUnixNano=str(1 << 64)), "startTimeUnixNano: must be a 64-bit unsigned integer"),
+        (_span_with(attributes=[{"key": "a", "value": {"intValue": "9" * 30}}]), "is not a 64-bit integer"),
+        (b'{"resourceSpans": [{"x": ' + b"9" * 5000 + b"}]}", "a number of more than 4,300 digits"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    ],
+)
+def test_numbers_python_would_choke_on_are_named_errors(payload: bytes, fragment: str) -> None:
+    _names_the_problem(payload, fragment)
+
+
+def _names_the_problem(payload: bytes, fragment: str) -> None:
     with pytest.raises(TraceDecodeError) as e:
         read_bytes(payload, "bad.json")
     assert str(e.value).startswith("bad.json")

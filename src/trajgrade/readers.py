@@ -13,6 +13,7 @@ Problems raise :class:`~trajgrade.exceptions.TraceDecodeError` naming the source
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -36,6 +37,10 @@ _KIND_NAMES = {
 }
 _STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
 _MAX_DEPTH = 64
+_TOO_LONG = "invalid JSON: a number of more than 4,300 digits"
+#: A decimal integer as OTLP/JSON writes 64-bit numbers: ASCII digits only (``int()`` also takes "²" and "٣"),
+#: at most 20 of them (``int()`` of thousands of digits is slow, and past 4,300 refused).
+_DECIMAL = re.compile(r"[+-]?[0-9]{1,20}")
 
 
 class _Bad(ValueError):
@@ -93,6 +98,8 @@ def _read_json(data: bytes, source: str) -> list[SpanView]:
             if "\n" not in text.strip():
                 raise TraceDecodeError(source, f"invalid JSON: {e.msg} at column {e.colno}", e.lineno) from None
         return _read_json_lines(text, source)
+    except ValueError:  # the one ValueError json.loads raises that is not a JSONDecodeError
+        raise TraceDecodeError(source, _TOO_LONG) from None
     except RecursionError:
         raise TraceDecodeError(source, "JSON nested too deeply") from None
     return _request_or_list(whole, source, None)
@@ -107,6 +114,8 @@ def _read_json_lines(text: str, source: str) -> list[SpanView]:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
             raise TraceDecodeError(source, f"invalid JSON: {e.msg} at column {e.colno}", lineno) from None
+        except ValueError:
+            raise TraceDecodeError(source, _TOO_LONG, lineno) from None
         except RecursionError:
             raise TraceDecodeError(source, "JSON nested too deeply", lineno) from None
         spans.extend(_request_or_list(obj, source, lineno))
@@ -239,12 +248,11 @@ def _int(obj: dict[str, Any], keys: tuple[str, ...], where: str) -> int:
             continue
         if isinstance(value, bool) or not isinstance(value, int | str):
             raise _Bad(f"{where}.{key}", "must be an integer or a string of digits")
-        try:
-            number = int(value)
-        except ValueError:
-            raise _Bad(f"{where}.{key}", f"{value!r} is not an integer") from None
-        if number < 0:
-            raise _Bad(f"{where}.{key}", "must not be negative")
+        if isinstance(value, str) and not _DECIMAL.fullmatch(value):
+            raise _Bad(f"{where}.{key}", f"{value[:40]!r} is not an integer")
+        number = int(value)
+        if not 0 <= number < 1 << 64:
+            raise _Bad(f"{where}.{key}", "must be a 64-bit unsigned integer")
         return number
     return 0
 
@@ -253,10 +261,10 @@ def _enum(value: Any, names: dict[str, int], where: str) -> int:
     if isinstance(value, str):
         if value in names:
             return names[value]
-        if value.isdigit():
+        if _DECIMAL.fullmatch(value) and -(1 << 31) <= int(value) < 1 << 31:
             return int(value)
-        raise _Bad(where, f"unknown value {value!r}")
-    if isinstance(value, int) and not isinstance(value, bool):
+        raise _Bad(where, f"unknown value {value[:40]!r}")
+    if isinstance(value, int) and not isinstance(value, bool) and -(1 << 31) <= value < 1 << 31:
         return value
     raise _Bad(where, "must be a number or an enum name")
 
@@ -301,12 +309,11 @@ def _bool(inner: Any, where: str, depth: int) -> Any:
 
 
 def _integer(inner: Any, where: str, depth: int) -> Any:
-    if not isinstance(inner, bool) and isinstance(inner, int | str):
-        try:
-            return int(inner)
-        except ValueError:
-            pass
-    raise _Bad(where, f"intValue {inner!r} is not an integer")
+    if isinstance(inner, str) and _DECIMAL.fullmatch(inner):
+        inner = int(inner)
+    if isinstance(inner, int) and not isinstance(inner, bool) and -(1 << 63) <= inner < 1 << 63:
+        return inner
+    raise _Bad(where, f"intValue {str(inner)[:40]!r} is not a 64-bit integer")
 
 
 def _double(inner: Any, where: str, depth: int) -> Any:

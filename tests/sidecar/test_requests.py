@@ -111,6 +111,13 @@ def test_bad_requests_are_named_and_the_server_keeps_serving(running: tuple[Side
             "resourceSpans[0].scopeSpans[0].spans[0].traceId",
         ),
         (good, {**PROTOBUF, "Content-Encoding": "br"}, 415, "unsupported Content-Encoding"),
+        (b"[" * 30_000 + b"]" * 30_000, {"Content-Type": "application/json"}, 400, "nested too deeply"),
+        (
+            b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"startTimeUnixNano": ' + b"9" * 5000 + b"}]}]}]}",
+            {"Content-Type": "application/json"},
+            400,
+            "more than 4,300 digits",
+        ),
     ]
     for body, headers, status, message in cases:
         r = post(sidecar, body, headers)

@@ -99,8 +99,14 @@ def _gunzip(body: bytes, limit: int) -> bytes:
 def _parse_json(body: bytes) -> ExportTraceServiceRequest:
     try:
         obj = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except json.JSONDecodeError as e:
         raise BadRequest(400, f"body is not JSON: {e}") from None
+    except UnicodeDecodeError as e:
+        raise BadRequest(400, f"body is not UTF-8 at byte {e.start}") from None
+    except ValueError:  # the one ValueError json.loads raises that is not a JSONDecodeError
+        raise BadRequest(400, "body is not JSON it can read: a number of more than 4,300 digits") from None
+    except RecursionError:
+        raise BadRequest(400, "body is JSON nested too deeply") from None
     if not isinstance(obj, dict):
         raise BadRequest(400, "body is not an OTLP/JSON ExportTraceServiceRequest object")
     try:
@@ -115,6 +121,8 @@ def _parse_json(body: bytes) -> ExportTraceServiceRequest:
         raise
     except (json_format.ParseError, AttributeError, TypeError, ValueError) as e:
         raise BadRequest(400, f"not an OTLP/JSON ExportTraceServiceRequest: {e}") from None
+    except RecursionError:
+        raise BadRequest(400, "not an OTLP/JSON ExportTraceServiceRequest: values nested too deeply") from None
 
 
 def _ids_to_base64(obj: Any, where: str) -> None:
