@@ -5,23 +5,43 @@ write: a catastrophic pattern (``(a+)+$``) on a crafted argument must not hang a
 agent's worker thread or the sidecar. Patterns are compiled with the ``regex`` package (the syntax of
 ``re``), which can stop a match after a timeout; the text is cut to ``MAX_INPUT`` characters first. A match
 past its time raises :class:`PatternTimeout`, which the grader's runner reports as an ``error`` result with
-``error.type`` ``timeout``.
+``error.type`` ``timeout``. A grader's own budget (:func:`budget`) bounds all its matches together: many slow
+matches cannot add up past it.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import regex
 
-__all__ = ["MAX_INPUT", "TIMEOUT_S", "PatternTimeout", "compile_pattern", "search"]
+__all__ = ["MAX_INPUT", "TIMEOUT_S", "PatternTimeout", "budget", "compile_pattern", "search"]
 
 MAX_INPUT = 65_536
 TIMEOUT_S = 0.2
 
 
 class PatternTimeout(Exception):
-    """A config regex took longer than ``TIMEOUT_S`` on one input."""
+    """A config regex took longer than ``TIMEOUT_S`` on one input, or past the budget of the grader running it."""
+
+
+_deadline = threading.local()
+
+
+@contextmanager
+def budget(seconds: float) -> Iterator[None]:
+    """Every match in the block, on this thread, ends by ``seconds`` from now (or by an enclosing budget's end)."""
+    outer: float | None = getattr(_deadline, "at", None)
+    at = time.monotonic() + seconds
+    _deadline.at = at if outer is None else min(at, outer)
+    try:
+        yield
+    finally:
+        _deadline.at = outer
 
 
 @functools.lru_cache(maxsize=2048)
@@ -53,9 +73,18 @@ def _search_short(pattern: str, text: str) -> bool:
 
 
 def _search(pattern: str, text: str) -> bool:
+    limit = TIMEOUT_S
+    at: float | None = getattr(_deadline, "at", None)
+    if at is not None:
+        left = at - time.monotonic()
+        if left <= 0:
+            raise PatternTimeout(f"regex {pattern!r} not run: the grader's time budget is spent")
+        limit = min(limit, left)
     try:
-        return compile_pattern(pattern).search(text[:MAX_INPUT], timeout=TIMEOUT_S) is not None
+        return compile_pattern(pattern).search(text[:MAX_INPUT], timeout=limit) is not None
     except TimeoutError:
+        if limit < TIMEOUT_S:
+            raise PatternTimeout(f"regex {pattern!r}: the grader's time budget ran out during its match") from None
         raise PatternTimeout(
             f"regex {pattern!r} took more than {TIMEOUT_S}s on an input of {min(len(text), MAX_INPUT)} characters"
         ) from None

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from trajgrade.config import Config, Grader, Scoring
 from trajgrade.graders.base import GraderResult
-from trajgrade.patterns import PatternTimeout
+from trajgrade.patterns import PatternTimeout, budget
 from trajgrade.trajectory.model import Trajectory
 
 __all__ = ["RunReport", "aggregate", "grade_run", "run_grader"]
@@ -37,12 +37,14 @@ class RunReport:
 def run_grader(grader: Grader, trajectory: Trajectory, timeout_s: float = 5.0) -> GraderResult:
     """One grader on one run; an exception inside it, or a run past ``timeout_s``, becomes an ``error`` result.
 
-    A grader is pure Python and is not interrupted; what could make one slow on hostile content (a config
-    regex) stops itself within its own limit (``trajgrade.patterns``), so the budget is checked when it returns.
+    A grader is pure Python and is not interrupted; what could make one slow on hostile content (its config
+    regexes) stops itself within the grader's budget (``trajgrade.patterns.budget``), and the budget is checked
+    again when it returns.
     """
     started = time.perf_counter()
     try:
-        result = grader.spec.grade(trajectory, grader.options, grader.name)
+        with budget(timeout_s):
+            result = grader.spec.grade(trajectory, grader.options, grader.name)
     except PatternTimeout as e:  # a config regex on hostile input: bounded, reported, never a hang
         return _timeout(grader, str(e))
     except Exception as e:  # a grader bug must not take the run's other results with it

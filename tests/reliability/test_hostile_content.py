@@ -58,6 +58,22 @@ def test_a_catastrophic_regex_on_a_crafted_argument_is_stopped_and_reported() ->
     assert fine.status == "pass"  # the other graders of the run are unaffected
 
 
+@pytest.mark.timeout(20)  # 150 matches of 0.2 s each would take 30 s: the grader's budget of 1 s stops them
+def test_a_graders_budget_bounds_all_its_regex_matches_together() -> None:
+    calls = [tool("search", {"query": "a" * (40 + i % 7) + "!" + str(i)}) for i in range(150)]
+    t = run(llm(), *calls, llm())
+    config = parse_config(
+        "scoring: {timeout: 1}\n"
+        "graders:\n"
+        f"  - {{name: redos, type: tool-calls, required: [{{name: search, args: {{query: '{CATASTROPHIC}'}}}}]}}\n"
+        "  - {name: fine, type: tool-call-count, max: 500}\n"
+    )
+    redos, fine = grade_run(config, t).results
+    assert (redos.status, redos.error_type) == ("error", "timeout"), redos.explanation
+    assert "budget" in redos.explanation
+    assert fine.status == "pass"
+
+
 def test_huge_values_deep_json_and_odd_types_are_graded_in_bounded_time() -> None:
     huge = "x" * 20_000_000
     deep = "[" * 200_000 + "]" * 200_000
