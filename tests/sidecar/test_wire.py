@@ -68,6 +68,29 @@ def test_splicing_keeps_every_span_byte_for_byte() -> None:
     assert [s for rs in splice.resource_spans for ss in rs.scope_spans for s in ss.spans] == spans
 
 
+def test_a_resource_given_twice_is_forwarded_merged_as_protobuf_merges_it() -> None:
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+    from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+
+    def resource(key: str, value: str) -> bytes:
+        r = Resource(attributes=[KeyValue(key=key, value=AnyValue(string_value=value))]).SerializeToString()
+        return b"\x0a" + bytes([len(r)]) + r  # ResourceSpans.resource, field 1
+
+    span = trace_pb2.Span(trace_id=b"\x01" * 16, span_id=b"\x02" * 8, name="invoke_agent a")
+    scope_spans = trace_pb2.ScopeSpans(spans=[span]).SerializeToString()
+    rs = resource("service.name", "shop") + resource("deployment.environment", "prod")
+    rs += b"\x12" + bytes([len(scope_spans)]) + scope_spans
+    body = b"\x0a" + bytes([len(rs)]) + rs
+    want = ExportTraceServiceRequest.FromString(body)
+    assert len(want.resource_spans[0].resource.attributes) == 2  # protobuf merges the two parts
+    splice = SpliceRequest.FromString(body)
+    envelope = SpliceRequest()
+    envelope.resource_spans.add(resource=splice.resource_spans[0].resource)  # as a held root's envelope is made
+    got = ExportTraceServiceRequest.FromString(envelope.SerializeToString()).resource_spans[0].resource
+    assert got == want.resource_spans[0].resource
+    assert ExportTraceServiceRequest.FromString(splice.SerializeToString()) == want
+
+
 def test_result_fields_appended_to_a_root_add_its_events_and_verdict() -> None:
     path = next(p for p in FILES if p.stem == "repeat_six")
     views = read_path(str(path))

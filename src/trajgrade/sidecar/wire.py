@@ -31,12 +31,16 @@ def _schema() -> descriptor_pb2.FileDescriptorProto:
     file = descriptor_pb2.FileDescriptorProto(name="trajgrade/wire.proto", package=_PACKAGE, syntax="proto3")
     msg = _F.TYPE_MESSAGE
 
+    # Resource and scope are messages with no declared field: their bytes are kept as unknown fields, and a
+    # message given twice merges as protobuf merges it (a bytes field would keep only the last one).
+    file.message_type.add(name="SpliceOpaque")
+    opaque = f".{_PACKAGE}.SpliceOpaque"
     scope_spans = file.message_type.add(name="SpliceScopeSpans")
-    _field(scope_spans, "scope", 1, _F.TYPE_BYTES)
+    _field(scope_spans, "scope", 1, msg, opaque)
     _field(scope_spans, "spans", 2, _F.TYPE_BYTES, repeated=True)
     _field(scope_spans, "schema_url", 3, _F.TYPE_STRING)
     resource_spans = file.message_type.add(name="SpliceResourceSpans")
-    _field(resource_spans, "resource", 1, _F.TYPE_BYTES)
+    _field(resource_spans, "resource", 1, msg, opaque)
     _field(resource_spans, "scope_spans", 2, msg, f".{_PACKAGE}.SpliceScopeSpans", repeated=True)
     _field(resource_spans, "schema_url", 3, _F.TYPE_STRING)
     request = file.message_type.add(name="SpliceRequest")
