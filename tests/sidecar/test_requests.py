@@ -161,6 +161,17 @@ def test_full_buffer_answers_429_and_loses_nothing_when_the_backend_is_down(tmp_
         )
         sidecar = Sidecar(load_config(CONFIG), options).start()
         try:
+            # a request the empty buffer could never hold is refused for good, not told to retry forever
+            huge = run_request(500, tools=30).SerializeToString()  # 61 spans, the buffer holds 40
+            r = post(sidecar, huge, PROTOBUF, token=None)
+            assert r.status_code == 413 and "more than the forward buffer holds (40)" in r.text, r.text
+            channel = grpc.insecure_channel(options.otlp_grpc or "")
+            export = channel.unary_unary(EXPORT, request_serializer=None, response_deserializer=None)
+            with pytest.raises(grpc.RpcError) as refused_for_good:
+                export(huge, timeout=5)
+            assert refused_for_good.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert not any(k == "grpc-status-details-bin" for k, _ in refused_for_good.value.trailing_metadata() or ())
+            channel.close()
             accepted: list[ExportTraceServiceRequest] = []
             refused = 0
             for trace in range(1, 11):  # 7 spans each: the 6th run no longer fits in 40

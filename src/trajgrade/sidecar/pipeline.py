@@ -44,7 +44,7 @@ from trajgrade.suite import RunReport
 from trajgrade.trajectory.build import root_of
 from trajgrade.trajectory.normalize import SpanRecord, normalize
 
-__all__ = ["Pipeline"]
+__all__ = ["Pipeline", "TooLarge"]
 
 logger = logging.getLogger(__name__)
 _SEEN_ROOTS = 65_536
@@ -82,6 +82,10 @@ class SidecarMetrics:
         self.downstream_rejected = meter.create_counter(
             "trajgrade.sidecar.spans.rejected_downstream", unit="{span}", description="Spans a target refused"
         )
+
+
+class TooLarge(Exception):
+    """A request larger than the sidecar could ever buffer: refused for good (HTTP 413), never "retry later"."""
 
 
 class Pipeline:
@@ -136,8 +140,16 @@ class Pipeline:
 
     # --- receiving --------------------------------------------------------------------------------------------
     def submit(self, request: TraceRequest, protocol: str = "http") -> bool:
-        """Admit a request (True), or refuse it whole because a buffer is full or the sidecar is stopping."""
+        """Admit a request (True), or refuse it whole because a buffer is full or the sidecar is stopping (False:
+        the sender retries it later). A request no buffer could ever hold raises :class:`TooLarge`."""
         spans = len(request.spans)
+        too_small = next((f for f in self._forwarders if spans > f.max_spans), None)
+        if too_small is not None:
+            self.metrics.refused.add(1, {"reason": "too_large"})
+            raise TooLarge(
+                f"a request of {spans} spans is more than the forward buffer holds ({too_small.max_spans}): "
+                "send it in smaller requests"
+            )
         with self._lock:
             if self._closed:
                 self.metrics.refused.add(1, {"reason": "shutting_down"})

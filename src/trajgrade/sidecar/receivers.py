@@ -2,7 +2,8 @@
 
 Both hand a parsed ``ExportTraceServiceRequest`` to :meth:`Pipeline.submit`. Answers follow the OTLP
 specification: success with an ``ExportTraceServiceResponse``; a full buffer is HTTP 429 with
-``Retry-After`` / gRPC ``RESOURCE_EXHAUSTED`` with a ``RetryInfo`` detail, which collectors retry; a bad
+``Retry-After`` / gRPC ``RESOURCE_EXHAUSTED`` with a ``RetryInfo`` detail, which collectors retry; a request
+larger than the buffer could ever hold is HTTP 413 / ``RESOURCE_EXHAUSTED`` without ``RetryInfo``, not retried; a bad
 request is HTTP 400/413/415 / gRPC ``INVALID_ARGUMENT`` with a message that names the problem, and is not
 retried. Optional bearer-token auth (401 / ``UNAUTHENTICATED``).
 """
@@ -26,7 +27,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from trajgrade.sidecar.otlp import BadRequest, decode_body, encode_response, parse_protobuf
-from trajgrade.sidecar.pipeline import Pipeline
+from trajgrade.sidecar.pipeline import Pipeline, TooLarge
 
 __all__ = ["Limits", "grpc_server", "http_app"]
 
@@ -63,7 +64,11 @@ def http_app(pipeline: Pipeline, limits: Limits) -> Starlette:
         except BadRequest as e:
             pipeline.metrics.refused.add(1, {"reason": "bad_request"})
             return PlainTextResponse(e.message, e.status)
-        if not pipeline.submit(trace_request, "http"):
+        try:
+            admitted = pipeline.submit(trace_request, "http")
+        except TooLarge as e:
+            return PlainTextResponse(str(e), 413)
+        if not admitted:
             return PlainTextResponse(
                 "trajgrade is at capacity: retry later", 429, headers={"Retry-After": str(RETRY_AFTER_S)}
             )
@@ -116,7 +121,11 @@ class _TraceService:
         except BadRequest as e:
             self._pipeline.metrics.refused.add(1, {"reason": "bad_request"})
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, e.message)
-        if not self._pipeline.submit(request, "grpc"):
+        try:
+            admitted = self._pipeline.submit(request, "grpc")
+        except TooLarge as e:  # RESOURCE_EXHAUSTED without RetryInfo: OTLP senders do not retry it
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e))
+        if not admitted:
             retry = error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=RETRY_AFTER_S))
             status = status_pb2.Status(code=code_pb2.RESOURCE_EXHAUSTED, message="trajgrade is at capacity")
             status.details.add().Pack(retry)
