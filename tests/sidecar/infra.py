@@ -17,7 +17,7 @@ import threading
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -56,6 +56,7 @@ class Sink:
         self.requests = 0
         self.status = 200
         self.delay_s = 0.0  # a slow backend
+        self.refuse: Callable[[ExportTraceServiceRequest], bool] = lambda request: False  # answered 400
         self._lock = threading.Lock()
         sink = self
 
@@ -72,6 +73,10 @@ class Sink:
                 if self.path.endswith("/v1/traces"):
                     request = ExportTraceServiceRequest()
                     request.ParseFromString(body)
+                    if sink.refuse(request):
+                        self.send_response(400)
+                        self.end_headers()
+                        return
                     with sink._lock:
                         sink.requests += 1
                         for rs in request.resource_spans:
@@ -152,9 +157,10 @@ def rotel(
     protocol: str = "http",
     processor: str | None = None,
     env: dict[str, str] | None = None,
+    grpc_port: int | None = None,
 ) -> Iterator[dict[str, int]]:
-    """A rotel collector on loopback: OTLP in on fresh ports, OTLP out to ``export_to``."""
-    grpc_port, http_port = free_port(), free_port()
+    """A rotel collector on loopback: OTLP in on fresh ports (or ``grpc_port``), OTLP out to ``export_to``."""
+    grpc_port, http_port = grpc_port or free_port(), free_port()
     name = f"rotel-{http_port}"
     cmd = [
         str(rotel_binary()),

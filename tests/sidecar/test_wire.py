@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import fixture_files
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1 import trace_pb2
@@ -13,7 +15,7 @@ from trajgrade.config import parse_config
 from trajgrade.grading import Grading
 from trajgrade.readers import read_path
 from trajgrade.sidecar.otlp import decode_body, result_fields
-from trajgrade.sidecar.wire import SpliceRequest
+from trajgrade.sidecar.wire import SpliceRequest, split_request
 from trajgrade.trajectory.normalize import normalize
 
 FILES = fixture_files()
@@ -89,6 +91,34 @@ def test_a_resource_given_twice_is_forwarded_merged_as_protobuf_merges_it() -> N
     got = ExportTraceServiceRequest.FromString(envelope.SerializeToString()).resource_spans[0].resource
     assert got == want.resource_spans[0].resource
     assert ExportTraceServiceRequest.FromString(splice.SerializeToString()) == want
+
+
+@pytest.mark.parametrize("path", FILES[:6], ids=lambda p: p.stem)
+def test_a_request_cut_in_halves_down_to_single_spans_keeps_every_span_with_its_resource_and_scope(path: Path) -> None:
+    body = decode_body(path.read_bytes(), "application/json", "", max_decompressed=1 << 26).body
+
+    def pieces(body: bytes) -> list[ExportTraceServiceRequest]:
+        halves = split_request(body)
+        if not halves:
+            return [ExportTraceServiceRequest.FromString(body)]
+        for half, spans in halves:
+            assert spans == sum(
+                len(ss.spans) for rs in SpliceRequest.FromString(half).resource_spans for ss in rs.scope_spans
+            )
+        return [piece for half, _ in halves for piece in pieces(half)]
+
+    def spans_in_context(request: ExportTraceServiceRequest) -> list[tuple[bytes, bytes, bytes]]:
+        return [
+            (rs.resource.SerializeToString(), ss.scope.SerializeToString(), s.SerializeToString())
+            for rs in request.resource_spans
+            for ss in rs.scope_spans
+            for s in ss.spans
+        ]
+
+    original = spans_in_context(ExportTraceServiceRequest.FromString(body))
+    cut = [spans_in_context(piece) for piece in pieces(body)]
+    assert all(len(piece) == 1 for piece in cut)  # down to one span each
+    assert [span for piece in cut for span in piece] == original
 
 
 def test_result_fields_appended_to_a_root_add_its_events_and_verdict() -> None:

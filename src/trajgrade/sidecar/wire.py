@@ -13,7 +13,7 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-__all__ = ["SpliceRequest"]
+__all__ = ["SpliceRequest", "split_request"]
 
 _F = descriptor_pb2.FieldDescriptorProto
 _PACKAGE = "trajgrade.wire"
@@ -58,3 +58,50 @@ def _splice_request() -> Any:
 
 
 SpliceRequest = _splice_request()
+
+
+def split_request(body: bytes) -> list[tuple[bytes, int]]:
+    """A request cut in two, each half with its spans' resource and scope, with the span count of each: halves
+    of the resource spans, else of the scope spans, else of the spans. One span cannot be cut: ``[]``."""
+    request = SpliceRequest.FromString(body)
+    resource_spans = request.resource_spans
+    if len(resource_spans) > 1:
+        cut = len(resource_spans) // 2
+        parts = [resource_spans[:cut], resource_spans[cut:]]
+    elif len(resource_spans) == 1 and len(resource_spans[0].scope_spans) > 1:
+        rs = resource_spans[0]
+        cut = len(rs.scope_spans) // 2
+        parts = [[_resource_with(rs, rs.scope_spans[:cut])], [_resource_with(rs, rs.scope_spans[cut:])]]
+    elif len(resource_spans) == 1 and len(resource_spans[0].scope_spans) == 1:
+        rs, ss = resource_spans[0], resource_spans[0].scope_spans[0]
+        cut = len(ss.spans) // 2
+        if cut == 0:
+            return []
+        halves = (ss.spans[:cut], ss.spans[cut:])
+        parts = [[_resource_with(rs, [_scope_with(ss, spans)])] for spans in halves]
+    else:
+        return []
+    out = []
+    for part in parts:
+        half = SpliceRequest()
+        half.resource_spans.extend(part)
+        spans = sum(len(ss.spans) for rs in half.resource_spans for ss in rs.scope_spans)
+        out.append((half.SerializeToString(), spans))
+    return out
+
+
+def _resource_with(rs: Any, scope_spans: Any) -> Any:
+    """``rs`` with these scope spans in place of its own (every other field kept, unknown ones too)."""
+    out = type(rs)()
+    out.CopyFrom(rs)
+    del out.scope_spans[:]
+    out.scope_spans.extend(scope_spans)
+    return out
+
+
+def _scope_with(ss: Any, spans: Any) -> Any:
+    out = type(ss)()
+    out.CopyFrom(ss)
+    del out.spans[:]
+    out.spans.extend(spans)
+    return out
