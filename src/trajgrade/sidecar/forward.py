@@ -29,6 +29,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 import grpc
@@ -95,8 +96,8 @@ def _halves(batches: list[Batch]) -> list[list[Batch]]:
 
 def _retry_info(error: grpc.RpcError) -> bool:
     """Whether a gRPC error carries a ``RetryInfo`` detail (the server says: retry later)."""
-    trailing = error.trailing_metadata() if hasattr(error, "trailing_metadata") else None
-    for key, value in trailing or ():
+    trailing: Any = error.trailing_metadata() if hasattr(error, "trailing_metadata") else None
+    for key, value in tuple(trailing or ()):
         if key == "grpc-status-details-bin" and isinstance(value, bytes):
             try:
                 status = status_pb2.Status.FromString(value)
