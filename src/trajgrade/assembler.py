@@ -5,6 +5,8 @@ append or pop, never while calling out. Every bound drops with a reason that the
 
 - ``max_traces``: a span of a new trace when that many traces are already buffered;
 - ``max_spans_per_trace``: a span past that many in one trace (the run is then graded as partial);
+- ``max_buffered_bytes``: a span that would take the buffers past ``max_bytes`` (items added with their size;
+  the run is then graded as partial);
 - ``trace_age``: a trace whose root has not ended after ``max_trace_age_s`` (released by ``expire``);
 - ``after_root``: a span that ends after its trace was graded.
 """
@@ -29,6 +31,7 @@ class TraceBuffer(Generic[T]):
     records: list[T] = field(default_factory=list)
     first_seen: float = field(default_factory=time.monotonic)
     dropped_spans: int = 0
+    size: int = 0  # bytes of the items added with a size
 
 
 class Assembler(Generic[T]):
@@ -40,9 +43,11 @@ class Assembler(Generic[T]):
         max_traces: int = 10_000,
         max_spans_per_trace: int = 10_000,
         max_trace_age_s: float = 3600.0,
+        max_bytes: int | None = None,
         on_drop: Callable[[str], None] = lambda reason: None,
     ) -> None:
         self.max_traces = max_traces
+        self.max_bytes = max_bytes
         self.max_spans_per_trace = max_spans_per_trace
         self.max_trace_age_s = max_trace_age_s
         self._on_drop = on_drop
@@ -50,6 +55,7 @@ class Assembler(Generic[T]):
         self._lock = threading.Lock()
         self._traces: dict[Hashable, TraceBuffer[T]] = {}
         self._done: OrderedDict[Hashable, None] = OrderedDict()
+        self._size = 0  # bytes of every buffered item added with a size
 
     def __len__(self) -> int:
         return len(self._traces)
@@ -60,16 +66,17 @@ class Assembler(Generic[T]):
             if buffer is not None and len(buffer.records) < self.max_spans_per_trace:
                 buffer.records.append(record)
                 return
-        self.extend(((trace, record),))  # a new trace, a full one, or one already graded
+        self.extend(((trace, record, 0),))  # a new trace, a full one, or one already graded
 
-    def extend(self, items: Iterable[tuple[Hashable, T]]) -> None:
-        """``add`` for many items, taking the lock once (the sidecar adds a request's spans together)."""
+    def extend(self, items: Iterable[tuple[Hashable, T, int]]) -> None:
+        """``add`` for many items, each with its size in bytes, taking the lock once (the sidecar adds a request's
+        spans together)."""
         with self._lock:
-            reasons = [reason for trace, record in items if (reason := self._put(trace, record)) is not None]
+            reasons = [reason for item in items if (reason := self._put(*item)) is not None]
         for reason in reasons:
             self._on_drop(reason)
 
-    def _put(self, trace: Hashable, record: T) -> str | None:
+    def _put(self, trace: Hashable, record: T, size: int) -> str | None:
         """Buffer an item (the lock is held); the reason it was dropped, if it was."""
         buffer = self._traces.get(trace)
         if buffer is None:
@@ -77,13 +84,22 @@ class Assembler(Generic[T]):
                 return "after_root"
             if len(self._traces) >= self.max_traces:
                 return "max_traces"
-            self._traces[trace] = TraceBuffer([record])
-        elif len(buffer.records) >= self.max_spans_per_trace:
+            buffer = self._traces[trace] = TraceBuffer()
+        if len(buffer.records) >= self.max_spans_per_trace:
             buffer.dropped_spans += 1
             return "max_spans_per_trace"
-        else:
-            buffer.records.append(record)
+        if size and self.max_bytes is not None and self._size + size > self.max_bytes:
+            buffer.dropped_spans += 1  # the trace stays, so that its run is known to be partial
+            return "max_buffered_bytes"
+        buffer.records.append(record)
+        buffer.size += size
+        self._size += size
         return None
+
+    @property
+    def size(self) -> int:
+        """Bytes of the buffered items added with a size."""
+        return self._size
 
     def snapshot(self, trace_id: Hashable) -> tuple[list[T], int]:
         """A copy of a trace's items so far and its count of dropped spans, leaving the trace buffered."""
@@ -95,6 +111,8 @@ class Assembler(Generic[T]):
         """Release a trace (its root ended); later spans of it are dropped as ``after_root``."""
         with self._lock:
             buffer = self._traces.pop(trace_id, None)
+            if buffer is not None:
+                self._size -= buffer.size
             self._done[trace_id] = None
             if len(self._done) > _RECENT:
                 self._done.popitem(last=False)
@@ -106,6 +124,7 @@ class Assembler(Generic[T]):
         with self._lock:
             old = [tid for tid, b in self._traces.items() if now - b.first_seen > self.max_trace_age_s]
             released = [(tid, self._traces.pop(tid)) for tid in old]
+            self._size -= sum(b.size for _, b in released)
         return released
 
     def drain(self) -> list[tuple[Hashable, TraceBuffer[T]]]:
@@ -113,4 +132,5 @@ class Assembler(Generic[T]):
         with self._lock:
             released = list(self._traces.items())
             self._traces.clear()
+            self._size = 0
         return released

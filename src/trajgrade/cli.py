@@ -166,9 +166,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             max_traces=args.max_traces,
             max_trace_age_s=parse_duration(args.max_trace_age),
             max_buffered_spans=args.max_buffered_spans,
+            max_buffered_bytes=args.max_buffered_bytes,
+            max_grading_bytes=args.max_grading_bytes,
             limits=Limits(
                 max_request_bytes=args.max_request_bytes,
                 max_decompressed_bytes=args.max_decompressed_bytes,
+                header_timeout_s=parse_duration(args.header_timeout),
+                body_timeout_s=parse_duration(args.body_timeout),
                 auth_token=token,
             ),
             tls_cert=args.tls_cert,
@@ -233,8 +237,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-traces", type=int, default=10_000, help="traces in flight (default 10000)")
     p.add_argument("--max-trace-age", default="5m", help="grade a trace without root as partial after (5m)")
     p.add_argument("--max-buffered-spans", type=int, default=200_000, help="per target, before HTTP 429")
+    p.add_argument(
+        "--max-buffered-bytes", type=int, default=128 * 1024 * 1024, help="per target, before HTTP 429 (128 MiB)"
+    )
+    p.add_argument(
+        "--max-grading-bytes",
+        type=int,
+        default=128 * 1024 * 1024,
+        help="spans held for grading, all traces together; past it a run is graded as partial (128 MiB)",
+    )
     p.add_argument("--max-request-bytes", type=int, default=16 * 1024 * 1024)
     p.add_argument("--max-decompressed-bytes", type=int, default=64 * 1024 * 1024)
+    p.add_argument("--header-timeout", default="10s", help="a connection's request headers, or it is closed (10s)")
+    p.add_argument("--body-timeout", default="30s", help="a request body, or HTTP 408 (30s)")
     p.add_argument("--auth-token-file", metavar="FILE", help="require 'Authorization: Bearer <token>'")
     p.add_argument("--tls-cert", metavar="FILE")
     p.add_argument("--tls-key", metavar="FILE")

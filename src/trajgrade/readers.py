@@ -36,7 +36,12 @@ _KIND_NAMES = {
     "SPAN_KIND_CONSUMER": 5,
 }
 _STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
-_MAX_DEPTH = 64
+#: Messages nest at most this deep below the request, as protobuf's parser (upb) and the sidecar's reader take
+#: them: a span attribute's value can hold 47 arrays one in another, or 31 key-value lists.
+MAX_MESSAGE_DEPTH = 100
+#: The message depth of an attribute's value (AnyValue) below the request: Request > ResourceSpans > Resource >
+#: KeyValue > AnyValue; a span's a level deeper (ScopeSpans > Span), an event's two.
+_RESOURCE_VALUE, _SPAN_VALUE, _EVENT_VALUE = 4, 5, 6
 _TOO_LONG = "invalid JSON: a number of more than 4,300 digits"
 #: A decimal integer as OTLP/JSON writes 64-bit numbers: ASCII digits only (``int()`` also takes "²" and "٣"),
 #: at most 20 of them (``int()`` of thousands of digits is slow, and past 4,300 refused).
@@ -150,7 +155,7 @@ def parse_json_request(obj: Any, prefix: str = "") -> list[SpanView]:
         where = f"{prefix}resourceSpans[{i}]"
         _need_dict(rs, where)
         resource = _get(rs, ("resource",), dict, where) or {}
-        resource_attrs = _attributes(resource.get("attributes"), f"{where}.resource.attributes")
+        resource_attrs = _attributes(resource.get("attributes"), f"{where}.resource.attributes", _RESOURCE_VALUE)
         for j, ss in enumerate(
             _get(rs, ("scopeSpans", "scope_spans", "instrumentationLibrarySpans"), list, where) or []
         ):
@@ -186,7 +191,7 @@ def _span(obj: Any, where: str, resource: Mapping[str, Any], scope: str) -> Json
             make_event(
                 ev_name if isinstance(ev_name, str) else str(ev_name),
                 _int(ev, ("timeUnixNano", "time_unix_nano"), ewhere),
-                _attributes(ev.get("attributes"), f"{ewhere}.attributes"),
+                _attributes(ev.get("attributes"), f"{ewhere}.attributes", _EVENT_VALUE),
             )
         )
     return JsonSpan(
@@ -200,7 +205,7 @@ def _span(obj: Any, where: str, resource: Mapping[str, Any], scope: str) -> Json
         end_unix_nano=end,
         status_code=code,
         status_message=message if isinstance(message, str) else str(message),
-        attributes=_attributes(obj.get("attributes"), f"{where}.attributes"),
+        attributes=_attributes(obj.get("attributes"), f"{where}.attributes", _SPAN_VALUE),
         events=tuple(events),
         resource_attributes=resource,
         scope_name=scope,
@@ -269,7 +274,8 @@ def _enum(value: Any, names: dict[str, int], where: str) -> int:
     raise _Bad(where, "must be a number or an enum name")
 
 
-def _attributes(kvs: Any, where: str) -> dict[str, Any]:
+def _attributes(kvs: Any, where: str, depth: int) -> dict[str, Any]:
+    """Key-value pairs whose values are messages ``depth`` deep below the request."""
     if kvs is None:
         return {}
     if not isinstance(kvs, list):
@@ -278,7 +284,7 @@ def _attributes(kvs: Any, where: str) -> dict[str, Any]:
     for i, kv in enumerate(kvs):
         if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
             raise _Bad(f"{where}[{i}]", "expected {key: string, value: AnyValue}")
-        out[kv["key"]] = _any_value(kv.get("value"), f"{where}[{i}].value", 0)
+        out[kv["key"]] = _any_value(kv.get("value"), f"{where}[{i}].value", depth)
     return out
 
 
@@ -287,8 +293,8 @@ def _any_value(value: Any, where: str, depth: int) -> Any:
         return None
     if not isinstance(value, dict):
         raise _Bad(where, "expected an AnyValue object")
-    if depth > _MAX_DEPTH:
-        raise _Bad(where, "nested too deeply")
+    if depth > MAX_MESSAGE_DEPTH:
+        raise _Bad(where, f"nested more than {MAX_MESSAGE_DEPTH} messages deep below the request (protobuf's limit)")
     if not value:
         return None
     key, inner = next(iter(value.items()))
@@ -334,7 +340,8 @@ def _values(inner: Any, where: str, field: str) -> list[Any]:
 
 def _array(inner: Any, where: str, depth: int) -> Any:
     values = _values(inner, where, "arrayValue")
-    return tuple(_any_value(v, f"{where}.arrayValue.values[{i}]", depth + 1) for i, v in enumerate(values))
+    # AnyValue > ArrayValue > AnyValue
+    return tuple(_any_value(v, f"{where}.arrayValue.values[{i}]", depth + 2) for i, v in enumerate(values))
 
 
 def _kvlist(inner: Any, where: str, depth: int) -> Any:
@@ -343,7 +350,7 @@ def _kvlist(inner: Any, where: str, depth: int) -> Any:
         at = f"{where}.kvlistValue.values[{i}]"
         if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
             raise _Bad(at, "expected {key, value}")
-        out[kv["key"]] = _any_value(kv.get("value"), f"{at}.value", depth + 1)
+        out[kv["key"]] = _any_value(kv.get("value"), f"{at}.value", depth + 3)  # > KeyValueList > KeyValue >
     return out
 
 

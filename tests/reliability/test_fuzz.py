@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1 import common_pb2
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from trajgrade import ConfigError, grade_run, load_config, parse_config
 from trajgrade.sidecar.otlp import JSON, PROTOBUF, BadRequest, decode_body, parse_protobuf
@@ -73,17 +74,19 @@ OPERATIONS = st.sampled_from(["chat", "execute_tool", "invoke_agent", "AGENT", "
 
 
 @st.composite
-def requests(draw: Any) -> ExportTraceServiceRequest:
+def requests(draw: Any, *, valid: bool = False) -> ExportTraceServiceRequest:
+    """Requests of one or two resources; ``valid``: ids of the lengths OTLP requires (else of any length)."""
     request = ExportTraceServiceRequest()
-    trace = draw(st.sampled_from([b"\x0a" * 16, b"\x0b" * 16, b""]))
-    span_ids = draw(st.lists(ids, min_size=1, max_size=8))
+    trace_ids = st.binary(min_size=16, max_size=16) if valid else ids
+    trace = draw(st.sampled_from([b"\x0a" * 16, b"\x0b" * 16] if valid else [b"\x0a" * 16, b"\x0b" * 16, b""]))
+    span_ids = draw(st.lists(st.binary(min_size=8, max_size=8) if valid else ids, min_size=1, max_size=8))
     for _ in range(draw(st.integers(1, 2))):
         rs = request.resource_spans.add()
         ss = rs.scope_spans.add()
         ss.scope.name = draw(st.sampled_from(["agent", "trajgrade", ""]))
-        for span_id in span_ids:
+        for span_id in span_ids:  # parents among the same ids: cycles, self-parents and forests too
             span = ss.spans.add(
-                trace_id=draw(st.sampled_from([trace, draw(ids)])),
+                trace_id=draw(st.sampled_from([trace, draw(trace_ids)])),
                 span_id=span_id,
                 parent_span_id=draw(st.sampled_from([b"", *span_ids])),
                 name=draw(st.sampled_from(["chat m", "execute_tool t", "invoke_agent a", "x", ""])),
@@ -120,15 +123,77 @@ def test_mutated_protobuf_bodies(request: ExportTraceServiceRequest, cut: int, f
         pass
 
 
+def _resource_twice(request: ExportTraceServiceRequest) -> bytes:
+    """The request with its first resource given a second time, after its scope spans (valid protobuf: the
+    two parts merge)."""
+    extra = common_pb2.KeyValue(key="deployment.environment", value=common_pb2.AnyValue(string_value="prod"))
+    part = Resource(attributes=[extra]).SerializeToString()
+    rs = request.resource_spans[0].SerializeToString() + b"\x0a" + _varint(len(part)) + part
+    rest = b"".join(b"\x0a" + _varint(len(r)) + r for r in (x.SerializeToString() for x in request.resource_spans[1:]))
+    return b"\x0a" + _varint(len(rs)) + rs + rest
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
 @FUZZ
-@given(batch=st.lists(requests(), min_size=1, max_size=4))
-def test_the_sidecar_pipeline_takes_any_valid_request(batch: list[ExportTraceServiceRequest]) -> None:
+@given(request=requests(), cut=st.integers(0, 2000), flip=st.integers(0, 255), twice=st.booleans())
+def test_what_the_checker_accepts_every_hop_parses_with_ids_of_the_right_length(
+    request: ExportTraceServiceRequest, cut: int, flip: int, twice: bool
+) -> None:
+    """Ids of any length, invalid UTF-8 and broken wire types (from the mutation), resources given twice: a body
+    is refused naming a field, or protobuf parses it and every id has the length OTLP requires."""
+    body = bytearray(_resource_twice(request) if twice else request.SerializeToString())
+    if body and flip:
+        body[cut % len(body)] ^= flip
+    try:
+        accepted = parse_protobuf(bytes(body))
+    except BadRequest as e:
+        assert e.status == 400 and ("at byte" in e.message or "missing" in e.message), e.message
+        return
+    parsed = ExportTraceServiceRequest.FromString(bytes(body))
+    spans = [s for rs in parsed.resource_spans for ss in rs.scope_spans for s in ss.spans]
+    assert accepted.span_count == len(spans) == len(accepted.spans)
+    for span in spans:
+        assert (len(span.trace_id), len(span.span_id), len(span.parent_span_id) in (0, 8)) == (16, 8, True)
+        assert all((len(link.trace_id), len(link.span_id)) == (16, 8) for link in span.links)
+
+
+@FUZZ
+@given(copies=st.integers(1, 200_000), spans=st.integers(1, 3))
+def test_a_compressed_body_is_counted_before_its_spans_are_read(copies: int, spans: int) -> None:
+    """Amplification: a few KiB of gzip that inflate to many spans. Decoding counts them without reading them;
+    reading waits until the pipeline admits the count."""
+    one = ExportTraceServiceRequest()
+    ss = one.resource_spans.add().scope_spans.add()
+    for i in range(spans):
+        ss.spans.add(trace_id=b"\x01" * 16, span_id=bytes([i + 1]) * 8)
+    body = one.SerializeToString() * copies
+    limit = 1 << 20
+    try:
+        request = decode_body(gzip.compress(body), PROTOBUF, "gzip", max_decompressed=limit)
+    except BadRequest as e:
+        assert len(body) > limit and e.status == 413
+        return
+    assert request.span_count == copies * spans and request._spans is None
+
+
+@FUZZ
+@given(batch=st.lists(requests(valid=True), min_size=1, max_size=4), twice=st.booleans())
+def test_the_sidecar_pipeline_takes_any_valid_request(batch: list[ExportTraceServiceRequest], twice: bool) -> None:
     reports: list[Any] = []
     pipeline = Pipeline(parse_config("graders:\n  - {type: loop}\n  - {type: completed}\n"), [], settle_s=0.0)
     pipeline._grading.on_report = reports.append
     try:
         for request in batch:
-            assert pipeline.submit(parse_protobuf(request.SerializeToString()))
+            body = _resource_twice(request) if twice else request.SerializeToString()
+            assert pipeline.submit(parse_protobuf(body))
         deadline = time.monotonic() + 10
         while pipeline.held_roots and time.monotonic() < deadline:
             time.sleep(0.01)

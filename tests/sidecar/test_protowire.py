@@ -256,9 +256,12 @@ def _parses(body: bytes) -> bool:
         (b"\x0a\x01\x12", "truncated varint at byte 3"),
         (b"\x00", "invalid field number at byte 0"),
         (b"\x0f", "invalid wire type"),
-        (_request_bytes(b"\x2a\x02\xff\xfe"), "span name is not valid UTF-8"),
-        (_request_bytes(b"\x4a\x04\x0a\x02\xc3\x28"), "attribute key is not valid UTF-8"),
-        (b"\x08" + b"\xff" * 10 + b"\x01", "varint longer than 10 bytes at byte 1"),
+        (_request_bytes(b"\x2a\x02\xff\xfe"), "resource_spans[0].scope_spans[0].spans[0].name: not valid UTF-8"),
+        (
+            _request_bytes(b"\x4a\x04\x0a\x02\xc3\x28"),
+            "resource_spans[0].scope_spans[0].spans[0].attributes[0].key: not valid UTF-8",
+        ),
+        (b"\x10" + b"\xff" * 10 + b"\x01", "varint longer than 10 bytes at byte 1"),
     ],
 )
 def test_a_malformed_body_is_a_bad_request_that_names_the_problem(body: bytes, problem: str) -> None:
@@ -346,3 +349,73 @@ def test_result_fields_refuse_what_protobuf_refuses() -> None:
         _protobuf_fields([], {"n": 2**63}, 1, "e")
     with pytest.raises(TypeError):
         encode_result_fields([{1: "not a str key"}], {}, 1, "e")  # type: ignore[dict-item]
+
+
+def _one_span(**fields: Any) -> trace_pb2.Span:
+    return trace_pb2.Span(**{"trace_id": b"\x01" * 16, "span_id": b"\x02" * 8, "name": "s", **fields})
+
+
+def _request_of(span: trace_pb2.Span) -> bytes:
+    return ExportTraceServiceRequest(
+        resource_spans=[trace_pb2.ResourceSpans(scope_spans=[trace_pb2.ScopeSpans(spans=[span])])]
+    ).SerializeToString()
+
+
+_SPAN = "resource_spans[0].scope_spans[0].spans[0]"
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        (_request_of(_one_span(trace_id=b"")), f"{_SPAN}.trace_id: missing (an id has 16 bytes)"),
+        (_request_of(_one_span(trace_id=b"\x01" * 3)), f"{_SPAN}.trace_id: 3 bytes where an id has 16"),
+        (_request_of(_one_span(trace_id=b"\x01" * 17)), f"{_SPAN}.trace_id: 17 bytes where an id has 16"),
+        (_request_of(_one_span(span_id=b"")), f"{_SPAN}.span_id: missing (an id has 8 bytes)"),
+        (_request_of(_one_span(span_id=b"\x02" * 1_000_000)), f"{_SPAN}.span_id: 1000000 bytes where an id has 8"),
+        (_request_of(_one_span(parent_span_id=b"\x03" * 7)), f"{_SPAN}.parent_span_id: 7 bytes where an id has 8"),
+        (
+            _request_of(_one_span(links=[trace_pb2.Span.Link(trace_id=b"\x01" * 16, span_id=b"\x01" * 4)])),
+            f"{_SPAN}.links[0].span_id: 4 bytes where an id has 8",
+        ),
+        (
+            _request_of(_one_span(links=[trace_pb2.Span.Link(span_id=b"\x01" * 8)])),
+            f"{_SPAN}.links[0].trace_id: missing",
+        ),
+        # strings in the fields grading never reads are checked all the same
+        (
+            _request_of(
+                _one_span(links=[trace_pb2.Span.Link(trace_id=b"\x01" * 16, span_id=b"\x01" * 8, trace_state="BAD")])
+            ).replace(b"BAD", b"\xff\xfe\xfd"),
+            f"{_SPAN}.links[0].trace_state: not valid UTF-8",
+        ),
+        (
+            _request_of(_one_span(trace_state="BAD")).replace(b"BAD", b"\xc0\xaf!"),
+            f"{_SPAN}.trace_state: not valid UTF-8",
+        ),
+        (
+            _request_of(_one_span(events=[trace_pb2.Span.Event(name="e", attributes=[{"key": "BAD"}])])).replace(
+                b"BAD",
+                b"\xed\xa0\x80",  # a surrogate
+            ),
+            f"{_SPAN}.events[0].attributes[0].key: not valid UTF-8",
+        ),
+        # a known field with another wire type: protobuf's Python parser keeps it as unknown, the Collector refuses
+        (_request_of(_one_span()) + b"\x0d\x00\x00\x00\x00", "resource_spans[1]: wrong wire type"),
+        (
+            _request_of(_one_span(kind=2)).replace(b"\x30\x02", b"\x35\x02\x00\x00\x00"),
+            f"{_SPAN}.kind: wrong wire type",
+        ),
+    ],
+    ids=lambda v: v[:40] if isinstance(v, str) else "",
+)
+def test_every_field_is_checked_against_the_otlp_schema_and_named_when_wrong(body: bytes, problem: str) -> None:
+    with pytest.raises(BadRequest) as e:
+        parse_protobuf(body)
+    assert e.value.status == 400 and problem in e.value.message, e.value.message
+
+
+def test_a_request_checked_whole_counts_its_spans_before_reading_any() -> None:
+    body = _request_of(_one_span()) * 3  # concatenated requests are one request of three resource spans
+    request = parse_protobuf(body)
+    assert request.span_count == 3 and request._spans is None
+    assert [s.size for s in request.spans] == [len(_one_span().SerializeToString())] * 3

@@ -96,8 +96,21 @@ def test_bad_requests_are_named_and_the_server_keeps_serving(running: tuple[Side
     sidecar, backend = running
     good = run_request(1).SerializeToString()
     bomb = gzip.compress(b"\0" * (10 * 1024 * 1024))
+    short_id = run_request(2)
+    short_id.resource_spans[0].scope_spans[0].spans[3].span_id = b"\x01\x02\x03"
+    bad_link = run_request(3)
+    bad_link.resource_spans[0].scope_spans[0].spans[1].links.add(
+        trace_id=b"\x01" * 16, span_id=b"\x01" * 8, trace_state="BAD"
+    )
     cases = [
-        (b"\xff\xff\xff\xff not protobuf", PROTOBUF, 400, "not a protobuf ExportTraceServiceRequest"),
+        (b"\xff\xff\xff\xff not protobuf", PROTOBUF, 400, "not a valid OTLP ExportTraceServiceRequest"),
+        (short_id.SerializeToString(), PROTOBUF, 400, "scope_spans[0].spans[3].span_id: 3 bytes where an id has 8"),
+        (
+            bad_link.SerializeToString().replace(b"BAD", b"\xff\xfe\xfd"),
+            PROTOBUF,
+            400,
+            "spans[1].links[0].trace_state: not valid UTF-8",
+        ),
         (good, {"Content-Type": "text/plain"}, 415, "unsupported Content-Type"),
         (b"\x1f\x8b\x08\x00corrupt", {**PROTOBUF, "Content-Encoding": "gzip"}, 400, "corrupt gzip"),
         (gzip.compress(good)[:-12], {**PROTOBUF, "Content-Encoding": "gzip"}, 400, "truncated"),
@@ -130,6 +143,9 @@ def test_bad_requests_are_named_and_the_server_keeps_serving(running: tuple[Side
     assert r.status_code == 200
     assert requests.get(f"http://{sidecar.options.otlp_http}/healthz", timeout=5).status_code == 200
     assert requests.get(f"http://{sidecar.options.otlp_http}/readyz", timeout=5).status_code == 200
+    assert sidecar.pipeline.flush(10)
+    forwarded_traces = {span.trace_id for span in backend.spans}
+    assert forwarded_traces == {(1).to_bytes(16, "big")}  # nothing of a refused request went on
 
 
 def test_grpc_answers_invalid_argument_and_unauthenticated(running: tuple[Sidecar, Sink]) -> None:
@@ -140,7 +156,7 @@ def test_grpc_answers_invalid_argument_and_unauthenticated(running: tuple[Sideca
     with pytest.raises(grpc.RpcError) as bad:
         export(b"\xff\xff\xff\xff", metadata=auth, timeout=5)
     assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "not a protobuf" in (bad.value.details() or "")
+    assert "not a valid OTLP ExportTraceServiceRequest" in (bad.value.details() or "")
     with pytest.raises(grpc.RpcError) as unauth:
         export(run_request(2).SerializeToString(), timeout=5)
     assert unauth.value.code() == grpc.StatusCode.UNAUTHENTICATED
@@ -164,7 +180,7 @@ def test_full_buffer_answers_429_and_loses_nothing_when_the_backend_is_down(tmp_
             # a request the empty buffer could never hold is refused for good, not told to retry forever
             huge = run_request(500, tools=30).SerializeToString()  # 61 spans, the buffer holds 40
             r = post(sidecar, huge, PROTOBUF, token=None)
-            assert r.status_code == 413 and "more than the forward buffer holds (40)" in r.text, r.text
+            assert r.status_code == 413 and "more than the forward buffer holds (40 spans)" in r.text, r.text
             channel = grpc.insecure_channel(options.otlp_grpc or "")
             export = channel.unary_unary(EXPORT, request_serializer=None, response_deserializer=None)
             with pytest.raises(grpc.RpcError) as refused_for_good:

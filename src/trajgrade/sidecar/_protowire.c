@@ -26,7 +26,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#define MAX_DEPTH 64
+/* How deep the reader follows nested values and groups: twice the nesting request checking allows (a
+ * key-value list is two of the reader's levels), a bound for the stack when a span is read unchecked. */
+#define MAX_DEPTH 200
+#define MAX_MESSAGE_DEPTH 100
 
 typedef struct {
     const uint8_t *p;
@@ -47,7 +50,7 @@ static PyTypeObject EventType;
 enum {
     S_TRACE_ID, S_SPAN_ID, S_PARENT_SPAN_ID, S_PARENT_IS_REMOTE, S_NAME, S_KIND, S_START, S_END,
     S_STATUS_CODE, S_STATUS_MESSAGE, S_ATTRIBUTES, S_EVENTS, S_RESOURCE, S_SCOPE, S_RESOURCE_INDEX,
-    S_SCOPE_INDEX, S_INDEX, S_FIELDS
+    S_SCOPE_INDEX, S_INDEX, S_SIZE, S_FIELDS
 };
 
 static PyStructSequence_Field span_fields[] = {
@@ -68,6 +71,7 @@ static PyStructSequence_Field span_fields[] = {
     {"resource_index", "the position of its ResourceSpans in the request"},
     {"scope_index", "the position of its ScopeSpans in the ResourceSpans"},
     {"index", "its position in the ScopeSpans"},
+    {"size", "its length in bytes on the wire"},
     {NULL, NULL},
 };
 static PyStructSequence_Desc span_desc = {"trajgrade.sidecar._protowire.Span", "An OTLP span, read.", span_fields,
@@ -406,6 +410,7 @@ static int status(const Reader *r, Buf *b, uint64_t *code, PyObject **message) {
 static PyObject *span(const Reader *r, Buf *b, PyObject *resource, PyObject *scope, Py_ssize_t ri, Py_ssize_t si,
                       Py_ssize_t index) {
     Buf trace_id = {b->p, b->p}, span_id = trace_id, parent = trace_id, s;
+    Py_ssize_t size = b->end - b->p;
     PyObject *name = NULL, *message = NULL, *events = NULL, *attributes = PyDict_New();
     uint64_t kind = 0, start = 0, end = 0, code = 0, flags = 0;
     if (attributes == NULL) return NULL;
@@ -465,6 +470,7 @@ static PyObject *span(const Reader *r, Buf *b, PyObject *resource, PyObject *sco
         PyLong_FromSsize_t(ri),
         PyLong_FromSsize_t(si),
         PyLong_FromSsize_t(index),
+        PyLong_FromSsize_t(size),
     };
     Py_XDECREF(events);
     int ok = 1;
@@ -649,6 +655,262 @@ static PyObject *read_span(PyObject *module, PyObject *args) {
     return out;
 }
 
+/* --- checking a request against the OTLP schema ------------------------------------------------------ */
+/* Before a request is acknowledged every field of it is checked as the OTLP protobuf schema and the
+ * Collector's decoder require, the fields grading reads and the ones it only forwards alike: each known field
+ * has its declared wire type, strings are UTF-8, trace ids are 16 bytes and span ids 8 (a parent span id 0 or
+ * 8), messages nest at most MAX_MESSAGE_DEPTH deep below the request (protobuf's own limit), and unknown
+ * fields are well-formed. A request that passes is one every hop downstream parses; one that does not is
+ * refused whole, with the path of the field at fault, so it can never be merged with other clients' spans
+ * and refused with them. */
+enum { F_VARINT, F_FIXED64, F_FIXED32, F_STRING, F_BYTES, F_MESSAGE };
+
+typedef struct MessageDef MessageDef;
+typedef struct {
+    uint32_t number;
+    uint8_t type;
+    uint8_t repeated;
+    uint8_t id_size;      /* F_BYTES: the required length of an id, 0 for any length */
+    uint8_t may_be_empty; /* an id that may be absent (a parent span id) */
+    const char *name;
+    const MessageDef *message;
+} FieldDef;
+struct MessageDef {
+    const FieldDef *fields;
+    int n;
+    int is_span; /* counted */
+};
+
+#define FIELDS(x) x, (int)(sizeof x / sizeof x[0])
+static const MessageDef ANY_VALUE, KEY_VALUE;
+static const FieldDef array_value_f[] = {{1, F_MESSAGE, 1, 0, 0, "values", &ANY_VALUE}};
+static const MessageDef ARRAY_VALUE = {FIELDS(array_value_f), 0};
+static const FieldDef kvlist_f[] = {{1, F_MESSAGE, 1, 0, 0, "values", &KEY_VALUE}};
+static const MessageDef KVLIST = {FIELDS(kvlist_f), 0};
+static const FieldDef any_value_f[] = {
+    {1, F_STRING, 0, 0, 0, "string_value", NULL},    {2, F_VARINT, 0, 0, 0, "bool_value", NULL},
+    {3, F_VARINT, 0, 0, 0, "int_value", NULL},       {4, F_FIXED64, 0, 0, 0, "double_value", NULL},
+    {5, F_MESSAGE, 0, 0, 0, "array_value", &ARRAY_VALUE}, {6, F_MESSAGE, 0, 0, 0, "kvlist_value", &KVLIST},
+    {7, F_BYTES, 0, 0, 0, "bytes_value", NULL},
+};
+static const MessageDef ANY_VALUE = {FIELDS(any_value_f), 0};
+static const FieldDef key_value_f[] = {
+    {1, F_STRING, 0, 0, 0, "key", NULL}, {2, F_MESSAGE, 0, 0, 0, "value", &ANY_VALUE}};
+static const MessageDef KEY_VALUE = {FIELDS(key_value_f), 0};
+static const FieldDef entity_ref_f[] = {
+    {1, F_STRING, 0, 0, 0, "schema_url", NULL}, {2, F_STRING, 0, 0, 0, "type", NULL},
+    {3, F_STRING, 1, 0, 0, "id_keys", NULL},    {4, F_STRING, 1, 0, 0, "description_keys", NULL}};
+static const MessageDef ENTITY_REF = {FIELDS(entity_ref_f), 0};
+static const FieldDef resource_f[] = {
+    {1, F_MESSAGE, 1, 0, 0, "attributes", &KEY_VALUE}, {2, F_VARINT, 0, 0, 0, "dropped_attributes_count", NULL},
+    {3, F_MESSAGE, 1, 0, 0, "entity_refs", &ENTITY_REF}};
+static const MessageDef RESOURCE = {FIELDS(resource_f), 0};
+static const FieldDef scope_f[] = {
+    {1, F_STRING, 0, 0, 0, "name", NULL}, {2, F_STRING, 0, 0, 0, "version", NULL},
+    {3, F_MESSAGE, 1, 0, 0, "attributes", &KEY_VALUE}, {4, F_VARINT, 0, 0, 0, "dropped_attributes_count", NULL}};
+static const MessageDef SCOPE = {FIELDS(scope_f), 0};
+static const FieldDef event_f[] = {
+    {1, F_FIXED64, 0, 0, 0, "time_unix_nano", NULL}, {2, F_STRING, 0, 0, 0, "name", NULL},
+    {3, F_MESSAGE, 1, 0, 0, "attributes", &KEY_VALUE}, {4, F_VARINT, 0, 0, 0, "dropped_attributes_count", NULL}};
+static const MessageDef EVENT = {FIELDS(event_f), 0};
+static const FieldDef link_f[] = {
+    {1, F_BYTES, 0, 16, 0, "trace_id", NULL},       {2, F_BYTES, 0, 8, 0, "span_id", NULL},
+    {3, F_STRING, 0, 0, 0, "trace_state", NULL},    {4, F_MESSAGE, 1, 0, 0, "attributes", &KEY_VALUE},
+    {5, F_VARINT, 0, 0, 0, "dropped_attributes_count", NULL}, {6, F_FIXED32, 0, 0, 0, "flags", NULL}};
+static const MessageDef LINK = {FIELDS(link_f), 0};
+static const FieldDef status_f[] = {{2, F_STRING, 0, 0, 0, "message", NULL}, {3, F_VARINT, 0, 0, 0, "code", NULL}};
+static const MessageDef STATUS = {FIELDS(status_f), 0};
+static const FieldDef span_f[] = {
+    {1, F_BYTES, 0, 16, 0, "trace_id", NULL},
+    {2, F_BYTES, 0, 8, 0, "span_id", NULL},
+    {3, F_STRING, 0, 0, 0, "trace_state", NULL},
+    {4, F_BYTES, 0, 8, 1, "parent_span_id", NULL},
+    {5, F_STRING, 0, 0, 0, "name", NULL},
+    {6, F_VARINT, 0, 0, 0, "kind", NULL},
+    {7, F_FIXED64, 0, 0, 0, "start_time_unix_nano", NULL},
+    {8, F_FIXED64, 0, 0, 0, "end_time_unix_nano", NULL},
+    {9, F_MESSAGE, 1, 0, 0, "attributes", &KEY_VALUE},
+    {10, F_VARINT, 0, 0, 0, "dropped_attributes_count", NULL},
+    {11, F_MESSAGE, 1, 0, 0, "events", &EVENT},
+    {12, F_VARINT, 0, 0, 0, "dropped_events_count", NULL},
+    {13, F_MESSAGE, 1, 0, 0, "links", &LINK},
+    {14, F_VARINT, 0, 0, 0, "dropped_links_count", NULL},
+    {15, F_MESSAGE, 0, 0, 0, "status", &STATUS},
+    {16, F_FIXED32, 0, 0, 0, "flags", NULL},
+};
+static const MessageDef SPAN = {FIELDS(span_f), 1};
+static const FieldDef scope_spans_f[] = {
+    {1, F_MESSAGE, 0, 0, 0, "scope", &SCOPE}, {2, F_MESSAGE, 1, 0, 0, "spans", &SPAN},
+    {3, F_STRING, 0, 0, 0, "schema_url", NULL}};
+static const MessageDef SCOPE_SPANS = {FIELDS(scope_spans_f), 0};
+static const FieldDef resource_spans_f[] = {
+    {1, F_MESSAGE, 0, 0, 0, "resource", &RESOURCE}, {2, F_MESSAGE, 1, 0, 0, "scope_spans", &SCOPE_SPANS},
+    {3, F_STRING, 0, 0, 0, "schema_url", NULL}};
+static const MessageDef RESOURCE_SPANS = {FIELDS(resource_spans_f), 0};
+static const FieldDef request_f[] = {{1, F_MESSAGE, 1, 0, 0, "resource_spans", &RESOURCE_SPANS}};
+static const MessageDef REQUEST = {FIELDS(request_f), 0};
+#define MAX_FIELDS 16
+
+static const int WIRE_OF[] = {[F_VARINT] = 0, [F_FIXED64] = 1, [F_FIXED32] = 5, [F_STRING] = 2, [F_BYTES] = 2,
+                              [F_MESSAGE] = 2};
+
+typedef struct {
+    const FieldDef *field;
+    Py_ssize_t index; /* of a repeated field's occurrence, or -1 */
+} Step;
+
+typedef struct {
+    Reader r;
+    Py_ssize_t spans;
+    int depth;
+    Step path[MAX_MESSAGE_DEPTH + 2];
+} Checker;
+
+/* Strict UTF-8 as protobuf requires: no overlong forms, no surrogates, nothing past U+10FFFF. */
+static const uint8_t *invalid_utf8(const uint8_t *p, const uint8_t *end) {
+    while (p < end) {
+        uint8_t c = *p;
+        if (c < 0x80) {
+            p++;
+            continue;
+        }
+        int n;
+        uint32_t cp;
+        if (c >= 0xc2 && c <= 0xdf) n = 1, cp = c & 0x1f;
+        else if (c >= 0xe0 && c <= 0xef) n = 2, cp = c & 0x0f;
+        else if (c >= 0xf0 && c <= 0xf4) n = 3, cp = c & 0x07;
+        else return p;
+        if (end - p <= n) return p;
+        for (int i = 1; i <= n; i++) {
+            if ((p[i] & 0xc0) != 0x80) return p;
+            cp = cp << 6 | (p[i] & 0x3f);
+        }
+        if ((n == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+            return p;
+        p += n + 1;
+    }
+    return NULL;
+}
+
+static int check_message(Checker *c, Buf *b, const MessageDef *m);
+
+static int check_field(Checker *c, Buf *b, const FieldDef *f, int wire) {
+    uint64_t ignored;
+    Buf s;
+    const uint8_t *at = b->p;
+    if (wire != WIRE_OF[f->type]) return fail(&c->r, at, "wrong wire type");
+    switch (f->type) {
+    case F_VARINT: return varint(&c->r, b, &ignored);
+    case F_FIXED64: return fixed(&c->r, b, 8, &ignored);
+    case F_FIXED32: return fixed(&c->r, b, 4, &ignored);
+    default: break;
+    }
+    if (delimited(&c->r, b, &s) < 0) return -1;
+    Py_ssize_t n = s.end - s.p;
+    if (f->type == F_STRING) {
+        const uint8_t *bad = invalid_utf8(s.p, s.end);
+        return bad ? fail(&c->r, bad, "not valid UTF-8") : 0;
+    }
+    if (f->type == F_BYTES) {
+        if (f->id_size && n != f->id_size && !(n == 0 && f->may_be_empty)) {
+            PyErr_Format(PyExc_ValueError, "%zd bytes where an id has %d, at byte %zd", n, f->id_size,
+                         (Py_ssize_t)(s.p - c->r.base));
+            return -1;
+        }
+        return 0;
+    }
+    if (c->depth >= MAX_MESSAGE_DEPTH) return fail(&c->r, s.p, "messages nested more than 100 deep");
+    c->depth++;
+    if (check_message(c, &s, f->message) < 0) return -1; /* the path stays as it is, for the message */
+    c->depth--;
+    return 0;
+}
+
+static int check_message(Checker *c, Buf *b, const MessageDef *m) {
+    Py_ssize_t counts[MAX_FIELDS] = {0};
+    uint32_t seen_ids = 0; /* ids that must be present, by field index */
+    if (m->is_span) c->spans++;
+    while (b->p < b->end) {
+        uint32_t number;
+        int wire;
+        c->path[c->depth].field = NULL; /* a failure before a field is known is the message's */
+        if (tag(&c->r, b, &number, &wire) < 0) return -1;
+        if (wire > 5) return fail(&c->r, b->p - 1, "invalid wire type");
+        const FieldDef *f = NULL;
+        int i = 0;
+        for (; i < m->n; i++)
+            if (m->fields[i].number == number) {
+                f = &m->fields[i];
+                break;
+            }
+        if (f == NULL) {
+            if (skip(&c->r, b, number, wire, 0) < 0) return -1;
+            continue;
+        }
+        c->path[c->depth] = (Step){f, f->repeated ? counts[i]++ : -1};
+        if (check_field(c, b, f, wire) < 0) {
+            c->path[c->depth + 1].field = NULL; /* the path ends at this field */
+            return -1;
+        }
+        if (f->id_size) seen_ids |= 1u << i;
+    }
+    for (int i = 0; i < m->n; i++)
+        if (m->fields[i].id_size && !m->fields[i].may_be_empty && !(seen_ids & (1u << i))) {
+            c->path[c->depth] = (Step){&m->fields[i], -1};
+            c->path[c->depth + 1].field = NULL;
+            PyErr_Format(PyExc_ValueError, "missing (an id has %d bytes)", m->fields[i].id_size);
+            return -1;
+        }
+    return 0;
+}
+
+/* The failing field's path before the error's own message: "resource_spans[0].scope_spans[1].spans[3].name: ...". */
+static void name_the_field(Checker *c) {
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyObject *path = PyUnicode_New(0, 0);
+    for (int d = 0; path != NULL && d <= MAX_MESSAGE_DEPTH && c->path[d].field != NULL; d++) {
+        PyObject *part = c->path[d].index < 0
+                             ? PyUnicode_FromFormat("%s%s", d ? "." : "", c->path[d].field->name)
+                             : PyUnicode_FromFormat("%s%s[%zd]", d ? "." : "", c->path[d].field->name,
+                                                    c->path[d].index);
+        PyObject *longer = part ? PyUnicode_Concat(path, part) : NULL;
+        Py_XDECREF(part);
+        Py_SETREF(path, longer);
+    }
+    PyObject *message = value ? PyObject_Str(value) : NULL;
+    if (path != NULL && message != NULL && PyUnicode_GET_LENGTH(path)) {
+        PyErr_Format(PyExc_ValueError, "%U: %U", path, message);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(traceback);
+    } else {
+        PyErr_Restore(type, value, traceback);
+    }
+    Py_XDECREF(path);
+    Py_XDECREF(message);
+}
+
+static PyObject *check_request(PyObject *module, PyObject *args) {
+    Py_buffer body;
+    if (!PyArg_ParseTuple(args, "y*:check_request", &body)) return NULL;
+    Checker *c = PyMem_Calloc(1, sizeof *c);
+    if (c == NULL) {
+        PyBuffer_Release(&body);
+        return PyErr_NoMemory();
+    }
+    c->r.base = body.buf;
+    Buf b = {body.buf, (const uint8_t *)body.buf + body.len};
+    PyObject *out = NULL;
+    if (check_message(c, &b, &REQUEST) < 0)
+        name_the_field(c);
+    else
+        out = PyLong_FromSsize_t(c->spans);
+    PyMem_Free(c);
+    PyBuffer_Release(&body);
+    return out;
+}
+
 /* --- encoding result fields ---------------------------------------------------------------------------- */
 typedef struct {
     char *data;
@@ -810,6 +1072,10 @@ static PyMethodDef methods[] = {
      "read_request(body, keys=None, prefixes=()) -> list[Span]\n\n"
      "Every span of a binary ExportTraceServiceRequest. With keys, a span keeps only the attributes whose key\n"
      "is in keys or starts with one of prefixes. Raises ValueError on malformed bytes."},
+    {"check_request", check_request, METH_VARARGS,
+     "check_request(body) -> int\n\n"
+     "The number of spans in a binary ExportTraceServiceRequest, once every field of it was checked against the\n"
+     "OTLP schema: wire types, UTF-8 strings, id lengths, nesting. Raises ValueError naming the field's path."},
     {"read_span", read_span, METH_VARARGS,
      "read_span(span, resource_attributes, scope_name) -> Span\n\nOne binary Span, with all its attributes."},
     {"encode_result_fields", encode_result_fields, METH_VARARGS,
@@ -828,7 +1094,8 @@ PyMODINIT_FUNC PyInit__protowire(void) {
     if (PyStructSequence_InitType2(&SpanType, &span_desc) < 0 ||
         PyStructSequence_InitType2(&EventType, &event_desc) < 0 ||
         PyModule_AddObjectRef(m, "Span", (PyObject *)&SpanType) < 0 ||
-        PyModule_AddObjectRef(m, "Event", (PyObject *)&EventType) < 0) {
+        PyModule_AddObjectRef(m, "Event", (PyObject *)&EventType) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_MESSAGE_DEPTH", MAX_MESSAGE_DEPTH) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -3,7 +3,8 @@
 A target is a base URL as in ``OTEL_EXPORTER_OTLP_ENDPOINT``: ``http(s)://host:port[/prefix]`` (``/v1/traces``
 is added) for OTLP/HTTP protobuf, or ``grpc://host:port`` for OTLP/gRPC. Capacity is counted in spans and
 reserved when a request is admitted, so the receiver can refuse a request (and the collector keeps it in its
-own queue) instead of accepting what it cannot hold. A batch leaves the queue only when the target took it.
+own queue) instead of accepting what it cannot hold; bytes are counted the same way. A batch leaves the queue
+only when the target took it.
 
 Batches queued while a send was under way go out merged, up to ``MAX_SEND_SPANS`` spans and ``max_send_bytes``
 bytes (below gRPC's default 4 MiB message limit). What the target answers decides what happens next:
@@ -68,10 +69,11 @@ class Outcome(enum.Enum):
 
 @dataclass(slots=True)
 class Batch:
-    """Spans to send: a binary ``ExportTraceServiceRequest`` and its span count."""
+    """Spans to send: a binary ``ExportTraceServiceRequest``, its span count, and the bytes reserved for it."""
 
     body: bytes
     spans: int
+    size: int = 0
 
 
 def _raw(body: bytes) -> bytes:
@@ -81,7 +83,9 @@ def _raw(body: bytes) -> bytes:
 def _merged(batches: list[Batch]) -> Batch:
     # Protobuf concatenation is merging: the bytes of several requests, one after the other, are one request
     # with all their resource_spans.
-    return batches[0] if len(batches) == 1 else Batch(b"".join(b.body for b in batches), sum(b.spans for b in batches))
+    if len(batches) == 1:
+        return batches[0]
+    return Batch(b"".join(b.body for b in batches), sum(b.spans for b in batches), sum(b.size for b in batches))
 
 
 def _halves(batches: list[Batch]) -> list[list[Batch]]:
@@ -108,13 +112,14 @@ def _retry_info(error: grpc.RpcError) -> bool:
 
 
 class Forwarder:
-    """Sends batches to one target, in order, holding at most ``max_spans`` spans."""
+    """Sends batches to one target, in order, holding at most ``max_spans`` spans and ``max_bytes`` bytes."""
 
     def __init__(
         self,
         target: str,
         *,
         max_spans: int = 200_000,
+        max_bytes: int = 128 * 1024 * 1024,
         max_send_bytes: int = MAX_SEND_BYTES,
         timeout_s: float = 10.0,
         max_backoff_s: float = 5.0,
@@ -123,6 +128,7 @@ class Forwarder:
     ) -> None:
         self.target = target
         self.max_spans = max_spans
+        self.max_bytes = max_bytes
         self.max_send_bytes = max_send_bytes
         self._timeout = timeout_s
         self._max_backoff = max_backoff_s
@@ -134,25 +140,22 @@ class Forwarder:
         self._cond = threading.Condition(self._lock)
         self._queue: deque[Batch] = deque()
         self._reserved = 0  # spans admitted and not yet taken by the target
+        self._reserved_bytes = 0
         self._sending = False
         self._stop = False
         self._thread = threading.Thread(target=self._run, name=f"trajgrade-forward {target}", daemon=True)
         self._thread.start()
 
     # --- capacity -------------------------------------------------------------------------------------------
-    @property
-    def free(self) -> int:
-        return self.max_spans - self._reserved
+    def has_room(self, spans: int, size: int) -> bool:
+        return self._reserved + spans <= self.max_spans and self._reserved_bytes + size <= self.max_bytes
 
-    def reserve(self, spans: int) -> None:
-        """Count ``spans`` against capacity now (the caller checked ``free`` under its own lock)."""
+    def reserve(self, spans: int, size: int) -> None:
+        """Count ``spans`` and ``size`` bytes against capacity now (the caller checked ``has_room`` under its own
+        lock); each queued batch's ``size`` is given back when it leaves."""
         with self._lock:
             self._reserved += spans
-
-    def unreserve(self, spans: int) -> None:
-        with self._lock:
-            self._reserved -= spans
-            self._cond.notify_all()
+            self._reserved_bytes += size
 
     def put(self, batch: Batch) -> None:
         """Queue a batch whose spans were reserved."""
@@ -163,6 +166,10 @@ class Forwarder:
     @property
     def pending_spans(self) -> int:
         return self._reserved
+
+    @property
+    def pending_bytes(self) -> int:
+        return self._reserved_bytes
 
     def flush(self, timeout_s: float) -> bool:
         """Wait until every queued batch was taken by the target; False when the deadline passed first."""
@@ -213,6 +220,7 @@ class Forwarder:
                     for _ in taken:
                         self._queue.popleft()
                     self._reserved -= spans
+                    self._reserved_bytes -= sum(b.size for b in taken)
                 self._cond.notify_all()
 
     def _deliver(self, batches: list[Batch]) -> bool:

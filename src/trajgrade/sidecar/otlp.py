@@ -4,7 +4,8 @@ A body is an ``ExportTraceServiceRequest`` as binary protobuf (``application/x-p
 (``application/json``: hex trace and span ids, as the specification writes them; base64 ids of plain proto3
 JSON are accepted too), optionally gzip-compressed. Every problem is a :class:`BadRequest` with the HTTP
 status and a message that names it. An accepted body becomes a :class:`TraceRequest`: its protobuf bytes
-(forwarded as they are) and their spans, read by ``_protowire.c`` with the attributes normalization reads.
+(forwarded as they are), checked whole against the OTLP schema, and their span count; the spans themselves
+(read by ``_protowire.c`` with the attributes normalization reads) are read only once the request is admitted.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import base64
 import binascii
 import json
 import zlib
-from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf import json_format
@@ -24,7 +24,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from trajgrade import semconv as sc
 from trajgrade.emit import report_attributes, result_attributes
-from trajgrade.sidecar._protowire import Span, encode_result_fields, read_request
+from trajgrade.sidecar._protowire import MAX_MESSAGE_DEPTH, Span, check_request, encode_result_fields, read_request
 from trajgrade.suite import RunReport
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 _ID_SIZES = {"traceId": 16, "spanId": 8, "parentSpanId": 8}
+_JSON_PARSER_DEPTH = 4 * MAX_MESSAGE_DEPTH
 
 
 class BadRequest(Exception):
@@ -51,21 +52,31 @@ class BadRequest(Exception):
         self.message = message
 
 
-@dataclass(slots=True)
 class TraceRequest:
-    """An accepted export request: its protobuf bytes and its spans (with the attributes normalization reads)."""
+    """A well-formed export request: its protobuf bytes, its span count, and its spans (with the attributes
+    normalization reads) once asked for."""
 
-    body: bytes
-    spans: list[Span]
+    __slots__ = ("_spans", "body", "span_count")
+
+    def __init__(self, body: bytes, span_count: int) -> None:
+        self.body = body
+        self.span_count = span_count
+        self._spans: list[Span] | None = None
+
+    @property
+    def spans(self) -> list[Span]:
+        if self._spans is None:
+            self._spans = read_request(self.body, sc.READ_KEYS, sc.READ_PREFIXES)
+        return self._spans
 
 
 def parse_protobuf(body: bytes) -> TraceRequest:
-    """Read a binary ``ExportTraceServiceRequest`` (raises :class:`BadRequest`)."""
+    """Check a binary ``ExportTraceServiceRequest`` whole (raises :class:`BadRequest` naming the field)."""
     try:
-        spans = read_request(body, sc.READ_KEYS, sc.READ_PREFIXES)
+        count = check_request(body)
     except ValueError as e:
-        raise BadRequest(400, f"body is not a protobuf ExportTraceServiceRequest: {e}") from None
-    return TraceRequest(body, spans)
+        raise BadRequest(400, f"body is not a valid OTLP ExportTraceServiceRequest: {e}") from None
+    return TraceRequest(body, count)
 
 
 def decode_body(body: bytes, content_type: str, content_encoding: str, *, max_decompressed: int) -> TraceRequest:
@@ -83,17 +94,28 @@ def decode_body(body: bytes, content_type: str, content_encoding: str, *, max_de
     raise BadRequest(415, f"unsupported Content-Type {content_type!r} (use {PROTOBUF} or {JSON})")
 
 
+_INFLATE_CHUNK = 1 << 20
+
+
 def _gunzip(body: bytes, limit: int) -> bytes:
+    """Decompressed in chunks of 1 MiB, joined once: no buffer is grown (and copied) on the way to the limit."""
     inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    chunks: list[bytes] = []
+    size = 0
+    data = body
     try:
-        out = inflater.decompress(body, limit + 1)
+        while not inflater.eof:
+            chunk = inflater.decompress(data, _INFLATE_CHUNK)
+            size += len(chunk)
+            if size > limit:
+                raise BadRequest(413, f"body decompresses to more than {limit} bytes")
+            chunks.append(chunk)
+            data = inflater.unconsumed_tail
+            if not chunk and not data:
+                raise BadRequest(400, "corrupt gzip body: truncated")
     except zlib.error as e:
         raise BadRequest(400, f"corrupt gzip body: {e}") from None
-    if len(out) > limit:
-        raise BadRequest(413, f"body decompresses to more than {limit} bytes")
-    if not inflater.eof:
-        raise BadRequest(400, "corrupt gzip body: truncated")
-    return out
+    return b"".join(chunks)
 
 
 def _parse_json(body: bytes) -> ExportTraceServiceRequest:
@@ -116,7 +138,9 @@ def _parse_json(body: bytes) -> ExportTraceServiceRequest:
                     _ids_to_base64(span, f"resourceSpans[{i}].scopeSpans[{j}].spans[{k}]")
                     for n, link in enumerate(span.get("links") or ()):
                         _ids_to_base64(link, f"resourceSpans[{i}].scopeSpans[{j}].spans[{k}].links[{n}]")
-        return json_format.ParseDict(obj, ExportTraceServiceRequest())
+        # protobuf's JSON parser counts nesting its own way (it refuses 31 key-value lists that its binary parser
+        # takes): the limit is the binary one, which check_request applies to what this gives.
+        return json_format.ParseDict(obj, ExportTraceServiceRequest(), max_recursion_depth=_JSON_PARSER_DEPTH)
     except BadRequest:
         raise
     except (json_format.ParseError, AttributeError, TypeError, ValueError) as e:

@@ -2,10 +2,13 @@
 
 What happens to a request:
 
-1. Admission. Its spans are reserved on every forwarder; when one cannot hold them the request is refused
-   whole (the receiver answers HTTP 429 / gRPC RESOURCE_EXHAUSTED and the collector retries it later), so
-   nothing is accepted that cannot be kept.
-2. Every span is reduced to a record in its trace's buffer (bounded by traces, spans per trace and age).
+1. Admission, before a span of it is read: its spans and bytes are reserved on every forwarder; when one
+   cannot hold them the request is refused whole (the receiver answers HTTP 429 / gRPC RESOURCE_EXHAUSTED and
+   the collector retries it later), so nothing is accepted that cannot be kept. A request larger than the
+   buffers could ever hold is refused for good (:class:`TooLarge`).
+2. Every span is reduced to a record in its trace's buffer (bounded by traces, spans per trace, bytes of all
+   the buffers together, and age; a span past a bound is dropped from grading, counted, and its run graded as
+   partial, and it is still forwarded).
 3. Spans that are not a run's root (a span with no parent, or whose parent is remote) are forwarded at once,
    byte for byte: the request's own bytes, with the roots spliced out when there are any. Roots are held.
 4. A root is graded when ``settle_s`` has passed since it arrived, from the records its trace has by then;
@@ -50,6 +53,8 @@ logger = logging.getLogger(__name__)
 _SEEN_ROOTS = 65_536
 #: Roots graded in one pass go downstream together (concatenated requests are one request), this many at most.
 _ROOTS_PER_BATCH = 512
+#: A record's memory beyond its span's size on the wire (the record object, its strings' headers).
+_RECORD_OVERHEAD = 256
 
 
 @dataclass(slots=True)
@@ -102,6 +107,8 @@ class Pipeline:
         max_spans_per_trace: int = 10_000,
         max_trace_age_s: float = 300.0,
         max_buffered_spans: int = 200_000,
+        max_buffered_bytes: int = 128 * 1024 * 1024,
+        max_grading_bytes: int = 128 * 1024 * 1024,
         on_report: Callable[[RunReport], Any] | None = None,
     ) -> None:
         self.metrics = SidecarMetrics(meter_provider)
@@ -109,6 +116,7 @@ class Pipeline:
             max_traces=max_traces,
             max_spans_per_trace=max_spans_per_trace,
             max_trace_age_s=max_trace_age_s,
+            max_bytes=max_grading_bytes,
             on_drop=self._count_drop,
         )
         self._grading = Grading(
@@ -121,12 +129,14 @@ class Pipeline:
             Forwarder(
                 target,
                 max_spans=max_buffered_spans,
+                max_bytes=max_buffered_bytes,
                 on_sent=lambda t, n: self.metrics.forwarded.add(n, {"target": t}),
                 on_failure=self._forward_failed,
             )
             for target in forward_to
         ]
         self._settle_s = settle_s
+        self._max_request = (max_buffered_spans, max_buffered_bytes)
         self._max_held = max_traces
         # Guards admission (capacity checks and reservations) and _held; never held while sending or grading.
         self._lock = threading.Lock()
@@ -141,31 +151,33 @@ class Pipeline:
     # --- receiving --------------------------------------------------------------------------------------------
     def submit(self, request: TraceRequest, protocol: str = "http") -> bool:
         """Admit a request (True), or refuse it whole because a buffer is full or the sidecar is stopping (False:
-        the sender retries it later). A request no buffer could ever hold raises :class:`TooLarge`."""
-        spans = len(request.spans)
-        too_small = next((f for f in self._forwarders if spans > f.max_spans), None)
-        if too_small is not None:
+        the sender retries it later). A request no buffer could ever hold raises :class:`TooLarge`. Its spans are
+        read only once it is admitted."""
+        spans, size = request.span_count, len(request.body)
+        max_spans, max_bytes = self._max_request
+        if spans > max_spans or size > max_bytes:
             self.metrics.refused.add(1, {"reason": "too_large"})
+            what = f"{spans} spans" if spans > max_spans else f"{size} bytes"
+            most = f"{max_spans} spans" if spans > max_spans else f"{max_bytes} bytes"
             raise TooLarge(
-                f"a request of {spans} spans is more than the forward buffer holds ({too_small.max_spans}): "
-                "send it in smaller requests"
+                f"a request of {what} is more than the forward buffer holds ({most}): send it in smaller requests"
             )
         with self._lock:
             if self._closed:
                 self.metrics.refused.add(1, {"reason": "shutting_down"})
                 return False
-            if any(f.free < spans for f in self._forwarders):
+            if not all(f.has_room(spans, size) for f in self._forwarders):
                 self.metrics.refused.add(1, {"reason": "buffer_full"})
                 return False
             for f in self._forwarders:
-                f.reserve(spans)
+                f.reserve(spans, size)
         self.metrics.received.add(spans, {"protocol": protocol})
         held: list[_Held] = []
         rest = request.body
         with internal_errors("sidecar receive", self._grading.count_internal_error):
             held, rest = self._split(request)
         if spans > len(held):
-            self._put(Batch(rest, spans - len(held)))
+            self._put(Batch(rest, spans - len(held), size - sum(len(h.span) for h in held)))
         if held:
             with self._lock:
                 if len(self._held) >= self._max_held:  # bounded: grade at once rather than hold
@@ -179,13 +191,13 @@ class Pipeline:
     def _split(self, request: TraceRequest) -> tuple[list[_Held], bytes]:
         """Record every span; splice the roots out of the request's bytes (they wait for grading)."""
         roots: list[Span] = []
-        records: list[tuple[str, SpanRecord]] = []
+        records: list[tuple[str, SpanRecord, int]] = []
         add = records.append
         for span in request.spans:
             if span.scope_name == sc.TRAJGRADE_SCOPE:
                 continue  # trajgrade's own spans are forwarded, not graded
             if not _is_root(span):
-                add((span.trace_id, normalize(span, False)))
+                add((span.trace_id, normalize(span, False), span.size + _RECORD_OVERHEAD))
             elif self._first_time(span):
                 roots.append(span)
         self._assembler.extend(records)
@@ -233,25 +245,26 @@ class Pipeline:
             graded = [root for tid, held in batches for root in self._grade_trace(tid, held, partial=self._closed)]
             for start in range(0, len(graded), _ROOTS_PER_BATCH):
                 chunk = graded[start : start + _ROOTS_PER_BATCH]
-                self._put(Batch(b"".join(chunk), len(chunk)))
+                self._put(Batch(b"".join(body for body, _ in chunk), len(chunk), sum(size for _, size in chunk)))
             if now - last_expire >= 1.0:
                 last_expire = now
                 self._expire(now)
 
-    def _grade_trace(self, trace_id: str, held: list[_Held], *, partial: bool) -> list[bytes]:
-        """Grade a trace's held roots; each comes back as a one-span request with its results added."""
+    def _grade_trace(self, trace_id: str, held: list[_Held], *, partial: bool) -> list[tuple[bytes, int]]:
+        """Grade a trace's held roots; each comes back as a one-span request with its results added, with the
+        bytes reserved for it (the root's own)."""
         records, dropped = self._assembler.snapshot(trace_id)
-        out: list[bytes] = []
+        out: list[tuple[bytes, int]] = []
         for h in held:
             root = h.span
             with internal_errors("sidecar grading", self._grading.count_internal_error):
-                notes = (f"{dropped} span(s) dropped: over max_spans_per_trace",) if dropped else ()
+                notes = (f"{dropped} span(s) dropped: over the buffers' bounds",) if dropped else ()
                 record = normalize(read_span(h.span, h.resource, h.scope), True)
                 report = self._grading.grade(records, record, partial=partial or dropped > 0, notes=notes)
                 if report is not None:
                     root = h.span + result_fields(report, record.end_unix_nano)
             h.envelope.resource_spans[0].scope_spans[0].spans.append(root)
-            out.append(h.envelope.SerializeToString())
+            out.append((h.envelope.SerializeToString(), len(h.span)))
         self._assembler.pop(trace_id)
         return out
 

@@ -6,11 +6,18 @@ specification: success with an ``ExportTraceServiceResponse``; a full buffer is 
 larger than the buffer could ever hold is HTTP 413 / ``RESOURCE_EXHAUSTED`` without ``RetryInfo``, not retried; a bad
 request is HTTP 400/413/415 / gRPC ``INVALID_ARGUMENT`` with a message that names the problem, and is not
 retried. Optional bearer-token auth (401 / ``UNAUTHENTICATED``).
+
+Slow clients are bounded in time: a connection whose request headers are not complete ``header_timeout_s`` after
+it opened (or after its last response) is closed, and a body not received within ``body_timeout_s`` is answered
+408 and its connection closed. The body is checked, admitted and read on a worker thread, never on the event
+loop that serves the other connections (two threads for it, whatever the number of connections).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
 from typing import Any
@@ -25,11 +32,12 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from trajgrade.sidecar.otlp import BadRequest, decode_body, encode_response, parse_protobuf
 from trajgrade.sidecar.pipeline import Pipeline, TooLarge
 
-__all__ = ["Limits", "grpc_server", "http_app"]
+__all__ = ["Limits", "grpc_server", "http_app", "http_protocol"]
 
 RETRY_AFTER_S = 1
 
@@ -39,6 +47,8 @@ class Limits:
     max_request_bytes: int = 16 * 1024 * 1024
     max_decompressed_bytes: int = 64 * 1024 * 1024
     auth_token: str | None = None
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
 
 
 def _authorized(header: str | None, token: str | None) -> bool:
@@ -48,24 +58,32 @@ def _authorized(header: str | None, token: str | None) -> bool:
 
 
 def http_app(pipeline: Pipeline, limits: Limits) -> Starlette:
+    # Bodies are decompressed, checked and admitted on two threads of their own: off the event loop, and few
+    # (each thread that allocates large buffers keeps a malloc arena of its own).
+    parsers = futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="trajgrade-http-parse")
+
     async def export(request: Request) -> Response:
         if not _authorized(request.headers.get("authorization"), limits.auth_token):
             pipeline.metrics.refused.add(1, {"reason": "unauthorized"})
             return PlainTextResponse("missing or wrong bearer token", 401, headers={"WWW-Authenticate": "Bearer"})
         media = request.headers.get("content-type", "").split(";")[0].strip().lower()
         try:
-            body = await _read_body(request, limits.max_request_bytes)
-            trace_request = decode_body(
-                body,
-                request.headers.get("content-type", ""),
-                request.headers.get("content-encoding", ""),
-                max_decompressed=limits.max_decompressed_bytes,
-            )
+            async with asyncio.timeout(limits.body_timeout_s):
+                body = await _read_body(request, limits.max_request_bytes)
+        except TimeoutError:
+            pipeline.metrics.refused.add(1, {"reason": "body_timeout"})
+            message = f"the body did not arrive within {limits.body_timeout_s:g}s"
+            return PlainTextResponse(message, 408, headers={"Connection": "close"})
         except BadRequest as e:
             pipeline.metrics.refused.add(1, {"reason": "bad_request"})
             return PlainTextResponse(e.message, e.status)
         try:
-            admitted = pipeline.submit(trace_request, "http")
+            admitted = await asyncio.get_running_loop().run_in_executor(
+                parsers, _admit, pipeline, request.headers, body, limits
+            )
+        except BadRequest as e:
+            pipeline.metrics.refused.add(1, {"reason": "bad_request"})
+            return PlainTextResponse(e.message, e.status)
         except TooLarge as e:
             return PlainTextResponse(str(e), 413)
         if not admitted:
@@ -88,6 +106,60 @@ def http_app(pipeline: Pipeline, limits: Limits) -> Starlette:
             Route("/readyz", readyz),
         ]
     )
+
+
+def _admit(pipeline: Pipeline, headers: Any, body: bytes, limits: Limits) -> bool:
+    trace_request = decode_body(
+        body,
+        headers.get("content-type", ""),
+        headers.get("content-encoding", ""),
+        max_decompressed=limits.max_decompressed_bytes,
+    )
+    return pipeline.submit(trace_request, "http")
+
+
+def http_protocol(header_timeout_s: float, on_timeout: Callable[[], None]) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol (httptools) with a time limit on request headers, which it does not have: a
+    connection that opened, or finished a response, and has not sent a request's headers within
+    ``header_timeout_s`` is closed (uvicorn's keep-alive timer is cancelled by the first byte of a request)."""
+
+    class HeaderTimeoutProtocol(HttpToolsProtocol):
+        _headers_timer: asyncio.TimerHandle | None = None
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._headers_timer = self.loop.call_later(header_timeout_s, self._headers_timed_out)
+
+        def _disarm(self) -> None:
+            if self._headers_timer is not None:
+                self._headers_timer.cancel()
+                self._headers_timer = None
+
+        def _headers_timed_out(self) -> None:
+            self._headers_timer = None
+            idle = self.cycle is None or self.cycle.response_complete
+            if idle and not self.transport.is_closing():
+                on_timeout()
+                self.transport.close()
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def on_headers_complete(self) -> None:
+            self._disarm()
+            super().on_headers_complete()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return HeaderTimeoutProtocol
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -147,6 +219,7 @@ def grpc_server(
         options=[
             ("grpc.max_receive_message_length", limits.max_request_bytes),
             ("grpc.max_send_message_length", 1024 * 1024),
+            ("grpc.server_handshake_timeout_ms", int(limits.header_timeout_s * 1000)),
         ],
         maximum_concurrent_rpcs=64,
     )

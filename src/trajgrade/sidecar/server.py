@@ -26,7 +26,7 @@ from opentelemetry.sdk.metrics.export import MetricExporter, MetricReader, Perio
 
 from trajgrade.config import Config
 from trajgrade.sidecar.pipeline import Pipeline
-from trajgrade.sidecar.receivers import Limits, grpc_server, http_app
+from trajgrade.sidecar.receivers import Limits, grpc_server, http_app, http_protocol
 from trajgrade.suite import RunReport
 from trajgrade.trajectory.cost import load_prices
 
@@ -57,6 +57,8 @@ class SidecarOptions:
     max_spans_per_trace: int = 10_000
     max_trace_age_s: float = 300.0
     max_buffered_spans: int = 200_000
+    max_buffered_bytes: int = 128 * 1024 * 1024
+    max_grading_bytes: int = 128 * 1024 * 1024
     limits: Limits = field(default_factory=Limits)
     tls_cert: str | None = None
     tls_key: str | None = None
@@ -91,6 +93,8 @@ class Sidecar:
             max_spans_per_trace=options.max_spans_per_trace,
             max_trace_age_s=options.max_trace_age_s,
             max_buffered_spans=options.max_buffered_spans,
+            max_buffered_bytes=options.max_buffered_bytes,
+            max_grading_bytes=options.max_grading_bytes,
             on_report=on_report,
         )
         self._http: uvicorn.Server | None = None
@@ -108,10 +112,12 @@ class Sidecar:
             self._grpc.start()
         if o.otlp_http:
             host, port = _host_port(o.otlp_http)
+            refused = self.pipeline.metrics.refused
             config = uvicorn.Config(
                 http_app(self.pipeline, o.limits),
                 host=host,
                 port=port,
+                http=http_protocol(o.limits.header_timeout_s, lambda: refused.add(1, {"reason": "header_timeout"})),
                 log_level="warning",
                 access_log=False,
                 ssl_certfile=o.tls_cert,
