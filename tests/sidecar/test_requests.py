@@ -353,3 +353,51 @@ def test_the_bounds_hold_for_a_request_added_at_once_and_every_drop_is_counted()
     graded = next(r for r in reports if r.trajectory.trace_id == f"{1:032x}")
     assert graded.trajectory.partial
     assert any("2 span(s) dropped" in n for n in graded.trajectory.notes)
+
+
+def test_buffers_are_bounded_in_bytes_too() -> None:
+    """Forward buffer: a request that would take it past its bytes gets 429 (retry later), one larger than it
+    could ever hold 413. Grading buffers: spans past their bytes are dropped from grading only, counted, and
+    the run is graded as partial; every admitted span is still forwarded."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    def big_run(trace: int) -> bytes:
+        request = run_request(trace, tools=3)
+        for span in request.resource_spans[0].scope_spans[0].spans:
+            span.attributes.add(key="gen_ai.tool.call.result").value.string_value = "x" * 10_000
+        return request.SerializeToString()
+
+    reader = InMemoryMetricReader()
+    reports: list[RunReport] = []
+    with sink() as backend:
+        backend.status = 503
+        options = SidecarOptions(
+            otlp_http=f"127.0.0.1:{free_port()}",
+            forward=(backend.url,),
+            settle_s=0.05,
+            max_buffered_bytes=200_000,
+            max_grading_bytes=45_000,  # about four of a run's six tool and model spans
+        )
+        meters = MeterProvider(metric_readers=[reader])
+        sidecar = Sidecar(load_config(CONFIG), options, meter_provider=meters, on_report=reports.append).start()
+        try:
+            size = len(big_run(1))
+            assert 60_000 < size < 80_000
+            statuses = [post(sidecar, big_run(trace), PROTOBUF, token=None).status_code for trace in (1, 2, 3, 4)]
+            assert statuses == [200, 200, 429, 429]  # two runs fill 200 kB
+            r = post(sidecar, b"".join(big_run(t) for t in (5, 6, 7)), PROTOBUF, token=None)
+            assert r.status_code == 413 and "bytes is more than the forward buffer holds (200000 bytes)" in r.text
+            backend.status = 200
+            assert backend.wait_for(14, timeout=20)
+            assert sidecar.pipeline.flush(10)
+        finally:
+            sidecar.stop()
+    assert len(backend.span_ids()) == 14  # every admitted span forwarded, graded or not
+    refused = {p.attributes["reason"]: p.value for p in metric_points(reader, "trajgrade.sidecar.requests.refused")}
+    assert refused == {"buffer_full": 2, "too_large": 1}
+    dropped = {p.attributes["trajgrade.reason"]: p.value for p in metric_points(reader, "trajgrade.traces.dropped")}
+    assert dropped["max_buffered_bytes"] >= 2
+    assert len(reports) == 2 and any(r.trajectory.partial for r in reports)
+    partial = next(r for r in reports if r.trajectory.partial)
+    assert any("dropped: over the buffers' bounds" in n for n in partial.trajectory.notes)
