@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint demo bench fixtures clean system-deps
+.PHONY: test lint demo bench fuzz fixtures clean system-deps
 
 # The install compiles the sidecar's protobuf codec (C) and the modules setup.py lists (mypyc, with the modules
 # whose constants they take): a changed source reinstalls it, as the compiled module is the one Python imports.
@@ -33,6 +33,12 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
+
+# The sidecar's C reader built with AddressSanitizer and UBSan, fed mutations of every fixture for FUZZ_SECONDS;
+# fails at the first sanitizer report.
+FUZZ_SECONDS ?= 60
+fuzz: $(STAMP)
+	$(BIN)/python scripts/fuzz_protowire.py --seconds $(FUZZ_SECONDS)
 
 # Regenerate tests/fixtures with the real instrumentation libraries (one virtualenv per environment).
 fixtures:
