@@ -771,7 +771,13 @@ static const uint8_t *invalid_utf8(const uint8_t *p, const uint8_t *end) {
     while (p < end) {
         uint8_t c = *p;
         if (c < 0x80) {
-            p++;
+            uint64_t word;
+            while (end - p >= 8) { /* ASCII eight bytes at a time */
+                memcpy(&word, p, 8);
+                if (word & 0x8080808080808080ULL) break;
+                p += 8;
+            }
+            if (p < end && *p < 0x80) p++;
             continue;
         }
         int n;
