@@ -10,38 +10,27 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trajgrade import __version__
-from trajgrade.exceptions import ConfigError, TraceDecodeError
-from trajgrade.readers import read_path
+from trajgrade.exceptions import ConfigError
 from trajgrade.report import jsonable, trajectory_to_dict
-from trajgrade.trajectory import SpanRecord, Trajectory, build_trajectories, normalize
+from trajgrade.runfiles import read_runs
+from trajgrade.trajectory import Trajectory
 from trajgrade.trajectory.cost import Price
+
+if TYPE_CHECKING:
+    from trajgrade.suite import RunReport
 
 __all__ = ["main"]
 
-
-def _read_all(paths: Sequence[str]) -> tuple[list[SpanRecord], list[str]]:
-    records: list[SpanRecord] = []
-    problems: list[str] = []
-    for path in paths:
-        try:
-            spans = read_path(path)
-        except TraceDecodeError as e:
-            problems.append(str(e))
-            continue
-        records.extend(normalize(span, keep_attributes=span.parent_span_id is None) for span in spans)
-    return records, problems
+FORMATS = ("text", "json", "junit", "markdown", "html")
 
 
 def _trajectories(paths: Sequence[str], prices: dict[str, Price] | None = None) -> tuple[list[Trajectory], list[str]]:
     """The runs in ``paths``, and the problems to report (input that held spans but gave no run is one)."""
-    records, problems = _read_all(paths)
-    runs = build_trajectories(records, prices=prices)
-    if records and not runs:
-        problems.append(f"{', '.join(paths)}: {len(records)} span(s) read, but no run among them")
-    return runs, problems
+    runs, problems = read_runs(paths, prices)
+    return [r.trajectory for r in runs], problems
 
 
 def _print_problems(problems: Sequence[str]) -> None:
@@ -61,6 +50,48 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
     return 2 if problems else 0
 
 
+def _write_reports(reports: Sequence[tuple[str, RunReport]], fmt: str, output: str | None) -> None:
+    """Graded runs (each with the file it came from) in ``fmt``, to ``output`` or standard output."""
+    groups: dict[str, list[RunReport]] = {}
+    for source, report in reports:
+        groups.setdefault(source, []).append(report)
+    grouped = list(groups.items())
+    if fmt == "json":
+        from trajgrade.report import report_to_dict
+
+        text = json.dumps({"runs": [report_to_dict(r) for _, r in reports]}, indent=2) + "\n"
+    elif fmt == "junit":
+        from trajgrade.formats.junit import to_junit
+
+        text = to_junit(grouped)
+    elif fmt == "markdown":
+        from trajgrade.formats.markdown import to_markdown
+
+        text = to_markdown(grouped)
+    elif fmt == "html":
+        from trajgrade.formats.html import to_html
+
+        text = to_html(grouped)
+    else:
+        from trajgrade.text import print_reports
+
+        if output is None:
+            print_reports([r for _, r in reports])
+            return
+        from io import StringIO
+
+        from rich.console import Console
+
+        buffer = StringIO()
+        print_reports([r for _, r in reports], Console(file=buffer, width=120))
+        text = buffer.getvalue()
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(text)
+
+
 def cmd_grade(args: argparse.Namespace) -> int:
     from trajgrade.config import load_config
     from trajgrade.suite import grade_run
@@ -70,20 +101,85 @@ def cmd_grade(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"trajgrade: {e}", file=sys.stderr)
         return 2
-    runs, problems = _trajectories(args.paths, dict(config.prices))
-    reports = [grade_run(config, t) for t in runs]
-    if args.format == "json":
-        from trajgrade.report import report_to_dict
-
-        print(json.dumps({"runs": [report_to_dict(r) for r in reports]}, indent=2))
-    else:
-        from trajgrade.text import print_reports
-
-        print_reports(reports)
+    runs, problems = read_runs(args.paths, dict(config.prices))
+    reports = [(run.path, grade_run(config, run.trajectory)) for run in runs]
+    _write_reports(reports, args.format, args.output)
     _print_problems(problems)
     if problems:
         return 2
-    return 0 if all(r.passed for r in reports) else 1
+    return 0 if all(r.passed for _, r in reports) else 1
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from pydantic import ValidationError
+
+    from trajgrade.compare import match_runs
+    from trajgrade.config import load_config
+    from trajgrade.graders.baseline import BaselineConfig, against
+    from trajgrade.suite import RunReport, grade_run
+
+    try:
+        config = load_config(args.config) if args.config else None
+        tolerance = BaselineConfig.model_validate(
+            {
+                "path": args.baseline,
+                "key": "agent" if args.key == "file" else args.key,  # files are matched below
+                "max_tool_edits": None if args.max_tool_edits < 0 else args.max_tool_edits,
+                "max_increase": dict(_increase(x) for x in args.max_increase),
+            }
+        )
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        print(
+            f"trajgrade: {where + ': ' if where else ''}{first['msg'].removeprefix('Value error, ')}", file=sys.stderr
+        )
+        return 2
+    except (ConfigError, ValueError) as e:
+        print(f"trajgrade: {e}", file=sys.stderr)
+        return 2
+    baseline = tolerance.runs
+    candidate, problems = read_runs(args.candidate, dict(config.prices) if config else None)
+    try:
+        pairs, unmatched, missing = match_runs(baseline, candidate, args.key)
+    except ValueError as e:
+        print(f"trajgrade: {e}", file=sys.stderr)
+        return 2
+    reports: list[tuple[str, RunReport]] = []
+    for _key, golden, run in pairs:
+        result = against(golden, run.trajectory, tolerance)
+        graded = grade_run(config, run.trajectory) if config else None
+        results = (result, *(graded.results if graded else ()))
+        report = RunReport(
+            run.trajectory, graded.suite if graded else None, results, all(r.passed for r in results), 0.0
+        )
+        if graded is not None:
+            before = grade_run(config, golden.trajectory) if config else None
+            verdict = {"baseline_passed": before.passed if before else None, "candidate_passed": graded.passed}
+            result = replace(result, details={**result.details, "verdict": verdict})
+            report = replace(report, results=(result, *graded.results))
+        score = sum(r.score for r in report.results) / len(report.results)
+        reports.append((run.path, replace(report, score=score)))
+    _write_reports(reports, args.format, args.output)
+    problems += [f"{k}: no baseline run with this {args.key}" for k in unmatched]
+    problems += [f"{k}: a baseline run with no candidate" for k in missing]
+    _print_problems(problems)
+    if not pairs:
+        print("trajgrade: no run of the candidate matched a baseline run", file=sys.stderr)
+    if problems or not pairs:
+        return 2
+    return 0 if all(r.passed for _, r in reports) else 1
+
+
+def _increase(text: str) -> tuple[str, float]:
+    from trajgrade.compare import METRICS
+
+    metric, _, value = text.partition("=")
+    if metric not in METRICS or not value:
+        raise ValueError(f"--max-increase {text!r}: use METRIC=FRACTION with METRIC one of {', '.join(METRICS)}")
+    return metric, float(value.removesuffix("%")) / (100 if value.endswith("%") else 1)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -208,8 +304,29 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("grade", help="grade each run of OTLP trace files with a graders file")
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--config", required=True, metavar="FILE", help="graders file (YAML)")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=FORMATS, default="text")
+    p.add_argument("--output", "-o", metavar="FILE", help="write the report here instead of standard output")
     p.set_defaults(func=cmd_grade)
+
+    p = sub.add_parser("compare", help="compare each candidate run with its baseline run")
+    p.add_argument("baseline", metavar="BASELINE", help="a trace file or a directory of them")
+    p.add_argument("candidate", nargs="+", metavar="CANDIDATE")
+    p.add_argument("--key", default="agent", help="what matches runs: agent (default), root, file, or attribute:NAME")
+    p.add_argument(
+        "--max-tool-edits", type=int, default=0, metavar="N", help="tool call edits allowed (default 0; -1: any)"
+    )
+    p.add_argument(
+        "--max-increase",
+        action="append",
+        default=[],
+        metavar="METRIC=FRACTION",
+        help="growth allowed, e.g. total_tokens=0.1 or cost_usd=10%%; repeatable (llm_calls, tool_calls, "
+        "total_tokens, cost_usd, duration_ms)",
+    )
+    p.add_argument("--config", metavar="FILE", help="also grade both runs with this graders file")
+    p.add_argument("--format", choices=FORMATS, default="text")
+    p.add_argument("--output", "-o", metavar="FILE")
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("validate", help="check graders files")
     p.add_argument("configs", nargs="+", metavar="FILE")

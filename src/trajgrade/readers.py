@@ -36,6 +36,8 @@ _KIND_NAMES = {
     "SPAN_KIND_CONSUMER": 5,
 }
 _STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
+#: The problem of a JSON document that is not trace data at all (a directory of runs may hold other files).
+NOT_TRACE_DATA = "no resourceSpans: not OTLP trace data"
 #: Messages nest at most this deep below the request, as protobuf's parser (upb) and the sidecar's reader take
 #: them: a span attribute's value can hold 47 arrays one in another, or 31 key-value lists.
 MAX_MESSAGE_DEPTH = 100
@@ -149,7 +151,7 @@ def parse_json_request(obj: Any, prefix: str = "") -> list[SpanView]:
         raise _Bad(prefix or "top level", f"expected an object with resourceSpans, got {type(obj).__name__}")
     resource_spans = _get(obj, ("resourceSpans", "resource_spans"), list, prefix or "top level")
     if resource_spans is None:
-        raise _Bad(prefix or "top level", "no resourceSpans: not OTLP trace data")
+        raise _Bad(prefix or "top level", NOT_TRACE_DATA)
     spans: list[SpanView] = []
     for i, rs in enumerate(resource_spans):
         where = f"{prefix}resourceSpans[{i}]"

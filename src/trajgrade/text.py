@@ -85,8 +85,8 @@ def results_table(report: RunReport) -> Table:
     return table
 
 
-def print_reports(reports: Sequence[RunReport]) -> None:
-    console = _console()
+def print_reports(reports: Sequence[RunReport], console: Console | None = None) -> None:
+    console = console or _console()
     if not reports:
         console.print("no runs found")
     for report in reports:

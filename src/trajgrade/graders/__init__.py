@@ -7,6 +7,7 @@ snake_case forms of each (``tool-calls`` / ``tool_calls``, ``execution_metrics``
 from __future__ import annotations
 
 from trajgrade.graders import (
+    baseline,
     budget,
     completed,
     composite,
@@ -33,6 +34,7 @@ CATALOGUE: tuple[GraderSpec, ...] = (
     *completed.SPECS,
     *execution_metrics.SPECS,
     *tool_trajectory.SPECS,
+    *baseline.SPECS,
     *composite.SPECS,
     *judges.SPECS,
 )
