@@ -2,11 +2,13 @@
 
 A pydantic-ai agent with a scripted model (no API key, no network) answers three requests with trajgrade's
 ``GradingSpanProcessor`` installed in-process. Each run's report is printed as a table when its root span
-ends, then the metrics a dashboard would read.
+ends, then the metrics a dashboard would read; the runs are also written as one HTML report
+(``demo-report.html``, or the path in ``TRAJGRADE_DEMO_REPORT``).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -75,20 +77,22 @@ def run_scenarios(tracer_provider: TracerProvider, names: list[str] | None = Non
 def main() -> int:
     from rich.console import Console
 
-    from trajgrade import GradingSpanProcessor, load_config
+    from trajgrade import GradingSpanProcessor, RunReport, load_config
+    from trajgrade.formats.html import to_html
     from trajgrade.text import results_table
 
     console = Console(width=140)
     config = load_config(HERE / "configs" / "demo.yaml")
     reader = InMemoryMetricReader()
     spans = InMemorySpanExporter()
+    reports: list[RunReport] = []
     provider = TracerProvider()
     provider.add_span_processor(
         GradingSpanProcessor(
             config,
             downstream=SimpleSpanProcessor(spans),
             meter_provider=MeterProvider(metric_readers=[reader]),
-            on_report=lambda report: console.print(results_table(report)),
+            on_report=lambda report: (reports.append(report), console.print(results_table(report))),
         )
     )
     run_scenarios(provider)
@@ -110,6 +114,9 @@ def main() -> int:
                     attrs = ", ".join(f"{k}={v}" for k, v in sorted(point.attributes.items()))
                     console.print(f"  {metric.name}{{{attrs}}} {value}")
     provider.shutdown()
+    report = Path(os.environ.get("TRAJGRADE_DEMO_REPORT", "demo-report.html")).resolve()
+    report.write_text(to_html([("make demo", reports)], title="trajgrade demo"), encoding="utf-8")
+    console.print(f"\nThe HTML report of these runs: {report}")
     return 0
 
 

@@ -1,6 +1,6 @@
 """Render the README's pictures with headless Chromium into ``docs/images/``.
 
-    .venv/bin/python scripts/render_pictures.py [--only prometheus|phoenix] [--out docs/images]
+    .venv/bin/python scripts/render_pictures.py [--only prometheus|phoenix|report] [--out docs/images]
 
 * ``prometheus-grader-results.png``: Prometheus's graph of trajgrade's grader results. A real Prometheus server
   (Debian's ``prometheus``) scrapes a real trajgrade metrics endpoint: the demo's pydantic-ai agents, graded
@@ -9,13 +9,17 @@
   installed into its own venv ``.phoenix-venv`` when missing (about a minute), started on loopback ports, and
   sent the demo agents' spans over OTLP/HTTP with the grading processor in the export path.
 
-The helpers here (the metrics source, Prometheus, Chromium) are also what ``tests/observability`` uses.
+* ``html-report.png``: ``trajgrade grade --format html`` of three framework fixtures, open in Chromium.
+
+The helpers here (the metrics source, Prometheus, Chromium, a page driven over the DevTools protocol) are also
+what ``tests/observability`` and ``tests/reports`` use.
 Needs ``prometheus`` and ``chromium`` on PATH: ``make system-deps`` installs them.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import shutil
@@ -320,12 +324,10 @@ open(out, "wb").write(base64.b64decode(call("Page.captureScreenshot", format="pn
 """
 
 
-def screenshot_tab(python: Path, url: str, tab: str, out: Path, workdir: Path, size: tuple[int, int]) -> None:
-    """Open ``url`` in headless Chromium, click the tab labelled ``tab``, screenshot (DevTools protocol)."""
-    binary = need("chromium")
-    port = free_port()
-    cmd = [
-        binary,
+def _chromium_with_devtools(profile: Path, size: tuple[int, int], port: int) -> list[str]:
+    """Headless Chromium on about:blank, its DevTools protocol on a loopback port."""
+    return [
+        need("chromium"),
         "--headless",
         "--no-sandbox",
         "--disable-gpu",
@@ -335,12 +337,18 @@ def screenshot_tab(python: Path, url: str, tab: str, out: Path, workdir: Path, s
         "--disable-component-update",
         "--disable-sync",
         "--hide-scrollbars",
-        f"--user-data-dir={workdir / 'chrome-cdp-profile'}",
+        f"--user-data-dir={profile}",
         f"--window-size={size[0]},{size[1]}",
         "--remote-debugging-address=127.0.0.1",
         f"--remote-debugging-port={port}",
         "about:blank",
     ]
+
+
+def screenshot_tab(python: Path, url: str, tab: str, out: Path, workdir: Path, size: tuple[int, int]) -> None:
+    """Open ``url`` in headless Chromium, click the tab labelled ``tab``, screenshot (DevTools protocol)."""
+    port = free_port()
+    cmd = _chromium_with_devtools(workdir / "chrome-cdp-profile", size, port)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_http(f"http://127.0.0.1:{port}/json/version", proc, "chromium")
@@ -349,6 +357,116 @@ def screenshot_tab(python: Path, url: str, tab: str, out: Path, workdir: Path, s
         subprocess.run([str(python), "-c", CDP_SHOT, *args], check=True, timeout=120)
     finally:
         stop(proc)
+
+
+class Page:
+    """A page in headless Chromium, driven over the DevTools protocol: load time, console errors and uncaught
+    exceptions, script evaluation, screenshots."""
+
+    def __init__(self, ws: Any) -> None:
+        self._ws = ws
+        self._ids = iter(range(1, 10**9))
+        self.errors: list[str] = []  # console.error calls, uncaught exceptions, error log entries
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        n = next(self._ids)
+        self._ws.send(json.dumps({"id": n, "method": method, "params": params}))
+        while True:
+            msg = json.loads(self._ws.recv())
+            if msg.get("id") == n:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return dict(msg.get("result", {}))
+            self._event(msg)
+
+    def _event(self, msg: dict[str, Any]) -> None:
+        method, params = msg.get("method"), msg.get("params", {})
+        if method == "Runtime.exceptionThrown":
+            self.errors.append(str(params.get("exceptionDetails", {}).get("exception", {}).get("description")))
+        elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+            self.errors.append(" ".join(str(a.get("value", a.get("description"))) for a in params.get("args", [])))
+        elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
+            self.errors.append(str(params["entry"].get("text")))
+
+    def evaluate(self, js: str) -> Any:
+        result = self.call("Runtime.evaluate", expression=js, returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{js[:60]}: {result['exceptionDetails'].get('text')}")
+        return result.get("result", {}).get("value")
+
+    def load(self, url: str, timeout: float = 30.0) -> float:
+        """Navigate and wait for the load event; the milliseconds from navigation start to the end of load."""
+        self.call("Page.navigate", url=url)
+        deadline = time.monotonic() + timeout
+        while self.evaluate("document.readyState") != "complete" or not self.evaluate(
+            "performance.getEntriesByType('navigation')[0]?.loadEventEnd > 0"
+        ):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{url} did not load within {timeout}s")
+            time.sleep(0.05)
+        return float(self.evaluate("performance.getEntriesByType('navigation')[0].loadEventEnd"))
+
+    def screenshot(self, out: Path, full_page: bool = False) -> None:
+        params: dict[str, Any] = {"format": "png"}
+        if full_page:
+            params["captureBeyondViewport"] = True
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", **params)["data"]))
+
+
+@contextmanager
+def browser_page(workdir: Path, size: tuple[int, int] = (1400, 900)) -> Iterator[Page]:
+    """A fresh headless Chromium with one page, console and errors recorded from the start."""
+    from websockets.sync.client import connect
+
+    port = free_port()
+    cmd = [*_chromium_with_devtools(workdir / "chrome-page-profile", size, port), "--allow-file-access-from-files"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/json/version", proc, "chromium")
+        new_tab = urllib.request.Request(f"http://127.0.0.1:{port}/json/new?about:blank", method="PUT")
+        with urllib.request.urlopen(new_tab, timeout=10) as r:
+            tab = json.load(r)
+        with connect(tab["webSocketDebuggerUrl"], max_size=None) as ws:
+            page = Page(ws)
+            width, height = size
+            page.call(
+                "Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False
+            )
+            for domain in ("Page", "Runtime", "Log"):
+                page.call(f"{domain}.enable")
+            yield page
+    finally:
+        stop(proc)
+
+
+def render_report(out_dir: Path, workdir: Path) -> Path:
+    """The HTML report of the framework fixtures graded with the tests' graders file, a failed run at the top
+    with its looping tool calls marked, one of them clicked open."""
+    sys.path.insert(0, str(ROOT / "src"))
+    from trajgrade import load_config
+    from trajgrade.formats.html import to_html
+    from trajgrade.runfiles import read_runs
+    from trajgrade.suite import grade_run
+
+    fixtures = ROOT / "tests" / "fixtures"
+    files = [
+        fixtures / "langgraph" / "openinference" / f"{s}.json" for s in ("repeat_six", "delegation", "parallel_tools")
+    ]
+    config = load_config(ROOT / "tests" / "reports" / "graders.yaml")
+    runs, _ = read_runs([str(f) for f in files])
+    groups: dict[str, list[Any]] = {}
+    for run in runs:
+        groups.setdefault(str(Path(run.path).relative_to(ROOT)), []).append(grade_run(config, run.trajectory))
+    page_file = workdir / "report.html"
+    page_file.write_text(to_html(list(groups.items())), encoding="utf-8")
+    out = out_dir / "html-report.png"
+    with browser_page(workdir, (1400, 900)) as page:
+        page.load(page_file.as_uri())
+        page.evaluate("document.querySelector('tr.grader td').parentElement.click()")
+        page.evaluate("document.querySelectorAll('.bar.evidence')[2].click()")
+        page.screenshot(out)
+    return out
 
 
 def render_prometheus(out_dir: Path, workdir: Path, settle: float = 20.0) -> Path:
@@ -479,7 +597,7 @@ def main(argv: list[str] | None = None) -> int:
     src = sub.add_parser("source", help="run the metrics source (used by the picture and the tests)")
     src.add_argument("--port", type=int, required=True)
     src.add_argument("--interval", type=float, default=1.0)
-    parser.add_argument("--only", choices=["prometheus", "phoenix"])
+    parser.add_argument("--only", choices=["prometheus", "phoenix", "report"])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "images")
     parser.add_argument("--settle", type=float, default=20.0, help="seconds of samples before the Prometheus shot")
     args = parser.parse_args(argv)
@@ -492,6 +610,8 @@ def main(argv: list[str] | None = None) -> int:
             print(render_prometheus(args.out, workdir, args.settle))
         if args.only in (None, "phoenix"):
             print(render_phoenix(args.out, workdir))
+        if args.only in (None, "report"):
+            print(render_report(args.out, workdir))
     return 0
 
 

@@ -23,12 +23,12 @@ function render(run, root){
   const total=Math.max(run.summary.duration||0,...run.steps.map(s=>s.t0+s.d),1);
   const tl=el('div','timeline');let y=0;const width=()=>tl.clientWidth-LEFT-8;
   const placed=[];
-  agents.forEach(a=>{['llm','tool'].forEach(kind=>{const steps=run.steps.filter(s=>s.agent===a&&s.kind===kind);if(!steps.length)return;
+  agents.forEach(a=>{['llm','tool'].forEach(kind=>{const steps=run.steps.filter(s=>s.agent===a&&s.kind===kind+'_call');if(!steps.length)return;
     const rows=pack(steps);const n=Math.max(...rows)+1;const lane=el('div','lane');lane.style.top=y+'px';lane.style.height=(n*ROW+6)+'px';
     lane.append(el('span',null,a+' · '+(kind==='llm'?'LLM':'tools')));tl.append(lane);
     steps.forEach((s,i)=>{const b=el('div','bar '+kind+(s.err?' err':'')+(evidence.has(s.id)?' evidence':''));b.style.top=(y+3+rows[i]*ROW)+'px';
       b.title=`${s.name} · ${fmt(s.d,1)} ms`;b.dataset.span=s.id;bars.set(s.id,b);placed.push([b,s]);
-      b.onclick=()=>{detail.textContent=[`${s.kind==='llm'?'LLM call':'tool call'} ${s.name} (agent ${s.agent})`,`starts at ${fmt(s.t0,1)} ms, lasts ${fmt(s.d,1)} ms`+(s.err?`, failed (${s.error||'error'})`:''),
+      b.onclick=()=>{detail.textContent=[`${s.kind==='llm_call'?'LLM call':'tool call'} ${s.name} (agent ${s.agent})`,`starts at ${fmt(s.t0,1)} ms, lasts ${fmt(s.d,1)} ms`+(s.err?`, failed (${s.error||'error'})`:''),
         s.model?`model ${s.model}, ${fmt(s.tokens)} tokens`:null,s.args!=null?`arguments: ${s.args}`:null,s.result!=null?`result: ${s.result}`:null].filter(Boolean).join('\n');detail.hidden=false;};
       tl.append(b);});
     y+=n*ROW+6;});});
