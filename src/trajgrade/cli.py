@@ -12,15 +12,13 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from trajgrade import __version__
 from trajgrade.exceptions import ConfigError
-from trajgrade.report import jsonable, trajectory_to_dict
-from trajgrade.runfiles import read_runs
-from trajgrade.trajectory import Trajectory
-from trajgrade.trajectory.cost import Price
+from trajgrade.version import __version__
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the commands import what they use, so that `trajgrade --version` loads nothing
     from trajgrade.suite import RunReport
+    from trajgrade.trajectory import Trajectory
+    from trajgrade.trajectory.cost import Price
 
 __all__ = ["main"]
 
@@ -29,6 +27,8 @@ FORMATS = ("text", "json", "junit", "markdown", "html")
 
 def _trajectories(paths: Sequence[str], prices: dict[str, Price] | None = None) -> tuple[list[Trajectory], list[str]]:
     """The runs in ``paths``, and the problems to report (input that held spans but gave no run is one)."""
+    from trajgrade.runfiles import read_runs
+
     runs, problems = read_runs(paths, prices)
     return [r.trajectory for r in runs], problems
 
@@ -39,6 +39,8 @@ def _print_problems(problems: Sequence[str]) -> None:
 
 
 def cmd_trajectory(args: argparse.Namespace) -> int:
+    from trajgrade.report import trajectory_to_dict
+
     runs, problems = _trajectories(args.paths)
     if args.format == "json":
         print(json.dumps({"runs": [trajectory_to_dict(t) for t in runs]}, indent=2, sort_keys=False))
@@ -94,6 +96,7 @@ def _write_reports(reports: Sequence[tuple[str, RunReport]], fmt: str, output: s
 
 def cmd_grade(args: argparse.Namespace) -> int:
     from trajgrade.config import load_config
+    from trajgrade.runfiles import read_runs
     from trajgrade.suite import grade_run
 
     try:
@@ -118,6 +121,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from trajgrade.compare import match_runs
     from trajgrade.config import load_config
     from trajgrade.graders.baseline import BaselineConfig, against
+    from trajgrade.runfiles import read_runs
     from trajgrade.suite import RunReport, grade_run
 
     try:
@@ -200,6 +204,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_graders(args: argparse.Namespace) -> int:
     from trajgrade.graders import CATALOGUE
+    from trajgrade.report import jsonable
 
     rows: list[dict[str, Any]] = []
     for spec in CATALOGUE:

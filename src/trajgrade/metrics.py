@@ -13,9 +13,9 @@ from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, Counter, Meter, MeterProvider, Observation, get_meter_provider
 
-from trajgrade import __version__
 from trajgrade import semconv as sc
 from trajgrade.suite import RunReport
+from trajgrade.version import __version__
 
 __all__ = ["GradingMetrics"]
 

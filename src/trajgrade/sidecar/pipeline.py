@@ -33,7 +33,6 @@ from typing import Any
 
 from opentelemetry.metrics import MeterProvider, get_meter_provider
 
-from trajgrade import __version__
 from trajgrade import semconv as sc
 from trajgrade._internal import internal_errors
 from trajgrade.assembler import Assembler
@@ -46,6 +45,7 @@ from trajgrade.sidecar.wire import SpliceRequest
 from trajgrade.suite import RunReport
 from trajgrade.trajectory.build import root_of
 from trajgrade.trajectory.normalize import SpanRecord, normalize
+from trajgrade.version import __version__
 
 __all__ = ["Pipeline", "TooLarge"]
 
