@@ -152,20 +152,20 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(f"trajgrade: {e}", file=sys.stderr)
         return 2
     reports: list[tuple[str, RunReport]] = []
+    baseline_passed: dict[int, bool] = {}  # a baseline run shared by several candidates is graded once
     for _key, golden, run in pairs:
         result = against(golden, run.trajectory, tolerance)
-        graded = grade_run(config, run.trajectory) if config else None
-        results = (result, *(graded.results if graded else ()))
-        report = RunReport(
-            run.trajectory, graded.suite if graded else None, results, all(r.passed for r in results), 0.0
-        )
-        if graded is not None:
-            before = grade_run(config, golden.trajectory) if config else None
-            verdict = {"baseline_passed": before.passed if before else None, "candidate_passed": graded.passed}
+        graded = None
+        if config is not None:
+            graded = grade_run(config, run.trajectory)
+            if id(golden) not in baseline_passed:
+                baseline_passed[id(golden)] = grade_run(config, golden.trajectory).passed
+            verdict = {"baseline_passed": baseline_passed[id(golden)], "candidate_passed": graded.passed}
             result = replace(result, details={**result.details, "verdict": verdict})
-            report = replace(report, results=(result, *graded.results))
-        score = sum(r.score for r in report.results) / len(report.results)
-        reports.append((run.path, replace(report, score=score)))
+        results = (result, *(graded.results if graded else ()))
+        score = sum(r.score for r in results) / len(results)
+        suite = graded.suite if graded else None
+        reports.append((run.path, RunReport(run.trajectory, suite, results, all(r.passed for r in results), score)))
     _write_reports(reports, args.format, args.output)
     problems += [f"{k}: no baseline run with this {args.key}" for k in unmatched]
     problems += [f"{k}: a baseline run with no candidate" for k in missing]

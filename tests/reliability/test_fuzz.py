@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from protobuf_bytes import varint
 
 from trajgrade import ConfigError, grade_run, load_config, parse_config
 from trajgrade.sidecar.otlp import JSON, PROTOBUF, BadRequest, decode_body, parse_protobuf
@@ -128,18 +129,9 @@ def _resource_twice(request: ExportTraceServiceRequest) -> bytes:
     two parts merge)."""
     extra = common_pb2.KeyValue(key="deployment.environment", value=common_pb2.AnyValue(string_value="prod"))
     part = Resource(attributes=[extra]).SerializeToString()
-    rs = request.resource_spans[0].SerializeToString() + b"\x0a" + _varint(len(part)) + part
-    rest = b"".join(b"\x0a" + _varint(len(r)) + r for r in (x.SerializeToString() for x in request.resource_spans[1:]))
-    return b"\x0a" + _varint(len(rs)) + rs + rest
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
-        n >>= 7
-        if not n:
-            return bytes(out)
+    rs = request.resource_spans[0].SerializeToString() + b"\x0a" + varint(len(part)) + part
+    rest = b"".join(b"\x0a" + varint(len(r)) + r for r in (x.SerializeToString() for x in request.resource_spans[1:]))
+    return b"\x0a" + varint(len(rs)) + rs + rest
 
 
 @FUZZ

@@ -16,6 +16,7 @@ TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS / "sidecar"))
 
 from infra import free_port, serve, sink  # noqa: E402
+from protobuf_bytes import varint  # noqa: E402
 from test_requests import PROTOBUF, run_request  # noqa: E402
 
 CONFIG = TESTS / "sidecar" / "graders.yaml"
@@ -122,18 +123,9 @@ def _gzip_of_spans(copies: int, *, with_ids: bool) -> bytes:
     """One ScopeSpans of ``copies`` identical spans, gzipped: a few KiB that inflate to megabytes."""
     span = b"\x0a\x10" + b"\x01" * 16 + b"\x12\x08" + b"\x02" * 8 + b"\x22\x08" + b"\x03" * 8 if with_ids else b""
     spans = (b"\x12" + bytes([len(span)]) + span) * copies
-    scope_spans = b"\x12" + _varint(len(spans)) + spans
-    body = b"\x0a" + _varint(len(scope_spans)) + scope_spans
+    scope_spans = b"\x12" + varint(len(spans)) + spans
+    body = b"\x0a" + varint(len(scope_spans)) + scope_spans
     return gzip.compress(body, 9)
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
-        n >>= 7
-        if not n:
-            return bytes(out)
 
 
 def test_compressed_amplification_is_counted_before_a_span_is_read_and_never_blocks_others(tmp_path: Path) -> None:

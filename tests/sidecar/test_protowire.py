@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
+from protobuf_bytes import field as pb_field
+from protobuf_bytes import varint
 
 from trajgrade import semconv as sc
 from trajgrade.readers import read_path
@@ -197,27 +199,14 @@ def test_fields_in_any_order_repeated_messages_merge_and_the_last_scalar_wins() 
 def _request_bytes(span: bytes) -> bytes:
     """A request of one span given as bytes, with the scope after the span (the reader must not care)."""
     scope = trace_pb2.ScopeSpans(scope=common_pb2.InstrumentationScope(name="late")).SerializeToString()
-    ss = _field(2, span) + scope
-    rs = _field(2, ss) + trace_pb2.ResourceSpans(resource={"attributes": [{"key": "a"}]}).SerializeToString()
-    return _field(1, rs)
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    return bytes([number << 3 | 2]) + _varint(len(payload)) + payload
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        out.append(n & 0x7F | (0x80 if n > 0x7F else 0))
-        n >>= 7
-        if not n:
-            return bytes(out)
+    ss = pb_field(2, span) + scope
+    rs = pb_field(2, ss) + trace_pb2.ResourceSpans(resource={"attributes": [{"key": "a"}]}).SerializeToString()
+    return pb_field(1, rs)
 
 
 def test_unknown_fields_and_groups_are_skipped() -> None:
     span = trace_pb2.Span(span_id=b"s" * 8, name="n").SerializeToString()
-    group = _varint(99 << 3 | 3) + b"\x08\x01" + _varint(99 << 3 | 4)
+    group = varint(99 << 3 | 3) + b"\x08\x01" + varint(99 << 3 | 4)
     unknown = b"\xa8\x06\x05" + b"\x5d\x01\x02\x03\x04" + group  # field 101 varint, field 11 as fixed32, a group
     body = _request_bytes(span + unknown)
     assert _read(body) == _expected(body)
@@ -228,8 +217,8 @@ def _nested(depth: int) -> bytes:
     """A request whose one attribute is an int inside ``depth`` arrays."""
     value = b"\x18\x07"
     for _ in range(depth):
-        value = _field(5, _field(1, value))  # AnyValue{array_value: ArrayValue{values: [value]}}
-    return _field(1, _field(2, _field(2, _field(9, _field(1, b"deep") + _field(2, value)))))
+        value = pb_field(5, pb_field(1, value))  # AnyValue{array_value: ArrayValue{values: [value]}}
+    return pb_field(1, pb_field(2, pb_field(2, pb_field(9, pb_field(1, b"deep") + pb_field(2, value)))))
 
 
 def test_arrays_nested_as_deep_as_protobuf_takes_them_and_no_deeper_than_the_reader_can() -> None:

@@ -71,14 +71,14 @@ def split_request(body: bytes) -> list[tuple[bytes, int]]:
     elif len(resource_spans) == 1 and len(resource_spans[0].scope_spans) > 1:
         rs = resource_spans[0]
         cut = len(rs.scope_spans) // 2
-        parts = [[_resource_with(rs, rs.scope_spans[:cut])], [_resource_with(rs, rs.scope_spans[cut:])]]
+        parts = [[_with(rs, "scope_spans", rs.scope_spans[:cut])], [_with(rs, "scope_spans", rs.scope_spans[cut:])]]
     elif len(resource_spans) == 1 and len(resource_spans[0].scope_spans) == 1:
         rs, ss = resource_spans[0], resource_spans[0].scope_spans[0]
         cut = len(ss.spans) // 2
         if cut == 0:
             return []
         halves = (ss.spans[:cut], ss.spans[cut:])
-        parts = [[_resource_with(rs, [_scope_with(ss, spans)])] for spans in halves]
+        parts = [[_with(rs, "scope_spans", [_with(ss, "spans", spans)])] for spans in halves]
     else:
         return []
     out = []
@@ -90,18 +90,10 @@ def split_request(body: bytes) -> list[tuple[bytes, int]]:
     return out
 
 
-def _resource_with(rs: Any, scope_spans: Any) -> Any:
-    """``rs`` with these scope spans in place of its own (every other field kept, unknown ones too)."""
-    out = type(rs)()
-    out.CopyFrom(rs)
-    del out.scope_spans[:]
-    out.scope_spans.extend(scope_spans)
-    return out
-
-
-def _scope_with(ss: Any, spans: Any) -> Any:
-    out = type(ss)()
-    out.CopyFrom(ss)
-    del out.spans[:]
-    out.spans.extend(spans)
+def _with(message: Any, field: str, items: Any) -> Any:
+    """A copy of ``message`` with ``items`` in its repeated ``field`` (every other field kept, unknown ones too)."""
+    out = type(message)()
+    out.CopyFrom(message)
+    del getattr(out, field)[:]
+    getattr(out, field).extend(items)
     return out
