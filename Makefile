@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # The install compiles the sidecar's protobuf codec (C) and the modules setup.py lists (mypyc, with the modules
 # whose constants they take): a changed source reinstalls it, as the compiled module is the one Python imports.
 COMPILED := $(shell sed -n 's/^ *"\(src\/trajgrade\/[a-z_/]*\.py\)",$$/\1/p' setup.py)
-$(STAMP): pyproject.toml setup.py src/trajgrade/sidecar/_protowire.c $(COMPILED)
+$(STAMP): pyproject.toml setup.py src/trajgrade/doors/sidecar/_protowire.c $(COMPILED)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[all,dev]'

@@ -12,23 +12,23 @@ from mypyc.build import mypycify
 from setuptools import Extension, setup
 
 COMPILED = [
-    "src/trajgrade/trajectory/model.py",
-    "src/trajgrade/trajectory/normalize.py",
-    "src/trajgrade/trajectory/build.py",
-    "src/trajgrade/trajectory/cost.py",
-    "src/trajgrade/graders/loop_search.py",
+    "src/trajgrade/core/trajectory/model.py",
+    "src/trajgrade/core/trajectory/normalize.py",
+    "src/trajgrade/core/trajectory/build.py",
+    "src/trajgrade/core/trajectory/cost.py",
+    "src/trajgrade/core/graders/loop_search.py",
 ]
 #: Modules they import whose constants mypyc copies into the compiled code: a change to one rebuilds them too.
 INLINED = [
-    "src/trajgrade/semconv.py",
-    "src/trajgrade/spans.py",
+    "src/trajgrade/core/semconv.py",
+    "src/trajgrade/core/spans.py",
 ]
 
 setup(
     ext_modules=[
         Extension(
-            "trajgrade.sidecar._protowire",
-            ["src/trajgrade/sidecar/_protowire.c"],
+            "trajgrade.doors.sidecar._protowire",
+            ["src/trajgrade/doors/sidecar/_protowire.c"],
             extra_compile_args=["-O2", "-Wall", "-Wno-missing-field-initializers"],
         ),
         *mypycify(["--config-file=", "--ignore-missing-imports", *COMPILED], opt_level="3"),

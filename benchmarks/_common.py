@@ -10,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from trajgrade.trajectory import SpanRecord, Trajectory, build_trajectories
-from trajgrade.trajectory.model import Usage
-from trajgrade.trajectory.normalize import MISSING
+from trajgrade.core.trajectory import SpanRecord, Trajectory, build_trajectories
+from trajgrade.core.trajectory.model import Usage
+from trajgrade.core.trajectory.normalize import MISSING
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 TOOLS = ("search", "read_file", "list_items", "get_weather", "write_file")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from _common import Figure, median_time, print_table
 
-from trajgrade.readers import read_bytes
-from trajgrade.trajectory import build_trajectories, normalize
+from trajgrade.core.readers import read_bytes
+from trajgrade.core.trajectory import build_trajectories, normalize
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_MS = 50.0

@@ -15,9 +15,9 @@ from pathlib import Path
 from _common import Figure, print_table, synthetic_records
 
 from trajgrade import load_config
-from trajgrade.formats.html import to_html
-from trajgrade.suite import grade_run
-from trajgrade.trajectory import build_trajectories
+from trajgrade.core.suite import grade_run
+from trajgrade.core.trajectory import build_trajectories
+from trajgrade.reports.html import to_html
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "scripts"))

@@ -9,7 +9,7 @@ Three receivers take the same load in one run, one after the other, each a singl
 
 And for reference, on the synthetic load: the sidecar once more with its Prometheus metrics endpoint on (what
 recording its metrics in the OpenTelemetry SDK costs), and the same grading inside rotel, as its trace
-processor (``trajgrade.integrations.rotel``): the other way to run trajgrade beside a collector.
+processor (``trajgrade.doors.rotel``): the other way to run trajgrade beside a collector.
 
 The load generator (another process, so the two cores are shared as in production beside a collector)
 posts pre-encoded ``ExportTraceServiceRequest`` bodies over ``CONNECTIONS`` keep-alive connections for
@@ -135,7 +135,7 @@ def make_templates(n: int) -> list[Template]:
 def fixture_templates() -> list[Template]:
     """Every test fixture (traces the real instrumentation libraries made), packed into requests of at least
     SPANS_PER_REQUEST spans (the last one takes what is left)."""
-    from trajgrade.sidecar.otlp import decode_body
+    from trajgrade.doors.sidecar.otlp import decode_body
 
     files = sorted(p for p in FIXTURES.glob("*/*/*.json") if not p.name.endswith(".truth.json"))
     templates, pending, spans = [], b"", 0
@@ -275,7 +275,7 @@ def rotel(workdir: Path, http_port: int, *, grading: bool = False) -> subprocess
     ]
     env = dict(os.environ)
     if grading:
-        import trajgrade.integrations.rotel as processor
+        import trajgrade.doors.rotel as processor
 
         cmd += ["--otlp-with-trace-processor", processor.__file__]
         env.update(TRAJGRADE_CONFIG=str(CONFIG), PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}")
@@ -350,7 +350,7 @@ def _start(receiver: Callable[[], Receiver], n: int) -> list[Receiver]:
 
 
 def figures() -> list[Figure]:
-    from trajgrade.sidecar.server import protobuf_backend_warning
+    from trajgrade.doors.sidecar.server import protobuf_backend_warning
 
     slow = protobuf_backend_warning()
     if slow:

@@ -32,10 +32,10 @@ from _common import Figure, print_table
 from bench_sidecar import CONFIG, SHAPES, fixture_templates, make_templates, with_new_trace_ids
 
 from trajgrade import load_config
-from trajgrade.sidecar._protowire import Span
-from trajgrade.sidecar.otlp import parse_protobuf, result_fields
-from trajgrade.suite import grade_run
-from trajgrade.trajectory import SpanRecord, build_trajectory, normalize
+from trajgrade.core.suite import grade_run
+from trajgrade.core.trajectory import SpanRecord, build_trajectory, normalize
+from trajgrade.doors.sidecar._protowire import Span
+from trajgrade.doors.sidecar.otlp import parse_protobuf, result_fields
 
 ROUNDS = 7
 REQUESTS = 40

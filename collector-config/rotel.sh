@@ -12,7 +12,7 @@ case "${1:-}" in
   processor)
     # trajgrade inside rotel, as its trace processor (no sidecar): results are added to each run's root span
     : "${TRAJGRADE_CONFIG:?set TRAJGRADE_CONFIG to a graders file}"
-    PROCESSOR=$(python -c 'import trajgrade.integrations.rotel as m; print(m.__file__)')
+    PROCESSOR=$(python -c 'import trajgrade.doors.rotel as m; print(m.__file__)')
     exec "$ROTEL_AGENT" start --otlp-grpc-endpoint 127.0.0.1:4317 --otlp-http-endpoint 127.0.0.1:4318 \
       --otlp-with-trace-processor "$PROCESSOR" \
       --exporter otlp --otlp-exporter-protocol http --otlp-exporter-endpoint "${BACKEND:-http://127.0.0.1:24318}"

@@ -78,8 +78,8 @@ def main() -> int:
     from rich.console import Console
 
     from trajgrade import GradingSpanProcessor, RunReport, load_config
-    from trajgrade.formats.html import to_html
-    from trajgrade.text import results_table
+    from trajgrade.reports.html import to_html
+    from trajgrade.reports.text import results_table
 
     console = Console(width=140)
     config = load_config(HERE / "configs" / "demo.yaml")

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCE = ROOT / "src" / "trajgrade" / "sidecar" / "_protowire.c"
+SOURCE = ROOT / "src" / "trajgrade" / "doors" / "sidecar" / "_protowire.c"
 FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-g", "-O1"]
 
 
@@ -50,7 +50,7 @@ def sanitizer_runtime() -> str:
 def seeds() -> list[bytes]:
     """Every fixture as an OTLP protobuf request, and a few small hand-made shapes."""
     sys.path.insert(0, str(ROOT / "src"))
-    from trajgrade.sidecar.otlp import decode_body
+    from trajgrade.doors.sidecar.otlp import decode_body
 
     out = []
     for path in sorted((ROOT / "tests" / "fixtures").rglob("*.json")):

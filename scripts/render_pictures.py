@@ -125,7 +125,7 @@ def run_source(port: int, interval: float) -> None:
     from prometheus_client import start_http_server
 
     from trajgrade import GradingSpanProcessor, parse_config
-    from trajgrade.suite import RunReport
+    from trajgrade.core.suite import RunReport
 
     def faulty_callback(report: RunReport) -> None:
         if report.trajectory.agent_name == "stuck-agent":
@@ -445,9 +445,9 @@ def render_report(out_dir: Path, workdir: Path) -> Path:
     with its looping tool calls marked, one of them clicked open."""
     sys.path.insert(0, str(ROOT / "src"))
     from trajgrade import load_config
-    from trajgrade.formats.html import to_html
-    from trajgrade.runfiles import read_runs
-    from trajgrade.suite import grade_run
+    from trajgrade.core.runfiles import read_runs
+    from trajgrade.core.suite import grade_run
+    from trajgrade.reports.html import to_html
 
     fixtures = ROOT / "tests" / "fixtures"
     files = [

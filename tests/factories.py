@@ -11,8 +11,8 @@ import itertools
 import json
 from typing import Any
 
-from trajgrade.trajectory import SpanRecord, Trajectory, build_trajectories
-from trajgrade.trajectory.normalize import MISSING
+from trajgrade.core.trajectory import SpanRecord, Trajectory, build_trajectories
+from trajgrade.core.trajectory.normalize import MISSING
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 ROOT_ID = "00f067aa0ba902b7"
@@ -76,7 +76,7 @@ def run(
     root_attributes: dict[str, Any] | None = None,
 ) -> Trajectory:
     """A one-trace run: a root (an ``invoke_agent`` span when ``agent`` is given) with the steps under it."""
-    from trajgrade.trajectory.model import Usage
+    from trajgrade.core.trajectory.model import Usage
 
     ids = (f"{n:016x}" for n in itertools.count(1))
     records: list[SpanRecord] = []

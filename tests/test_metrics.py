@@ -11,10 +11,10 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from readings import metric_points
 
-import trajgrade.metrics as metrics_module
+import trajgrade.core.metrics as metrics_module
 from trajgrade import grade_run, parse_config
-from trajgrade.metrics import GradingMetrics
-from trajgrade.suite import RunReport
+from trajgrade.core.metrics import GradingMetrics
+from trajgrade.core.suite import RunReport
 
 CONFIG = parse_config("graders:\n  - type: token-budget\n    config: {max: 150}\n  - type: loop\n    max_repeats: 3\n")
 

@@ -282,7 +282,7 @@ def test_concurrent_agents_each_graded_once() -> None:
 
 
 def test_faults_never_reach_the_agent(no_reraise: None, reader: InMemoryMetricReader) -> None:
-    from trajgrade.graders import lookup
+    from trajgrade.core.graders import lookup
 
     class Broken(SpanExporter):
         def export(self, spans: Any) -> SpanExportResult:
@@ -327,7 +327,7 @@ def test_faults_never_reach_the_agent(no_reraise: None, reader: InMemoryMetricRe
 
 def test_hot_path_keeps_what_sdk_parts_keeps() -> None:
     """on_end buffers a child as the parts ``sdk_parts`` defines, in its order, without copying its attributes."""
-    from trajgrade.spans import sdk_parts
+    from trajgrade.core.spans import sdk_parts
 
     processor = GradingSpanProcessor(CONFIG, worker=False)
     provider = TracerProvider()

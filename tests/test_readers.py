@@ -14,9 +14,9 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-from trajgrade.cli import main
+from trajgrade.core.readers import read_bytes
+from trajgrade.doors.cli import main
 from trajgrade.exceptions import TraceDecodeError
-from trajgrade.readers import read_bytes
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 ROOT = "00f067aa0ba902b7"
@@ -103,7 +103,7 @@ def request(
 
 
 def summary(data: bytes) -> tuple[Any, ...]:
-    from trajgrade.trajectory import build_trajectories, normalize
+    from trajgrade.core.trajectory import build_trajectories, normalize
 
     runs = build_trajectories(normalize(s) for s in read_bytes(data, "x"))
     return tuple(

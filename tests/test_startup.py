@@ -17,11 +17,17 @@ def test_import_and_version_load_nothing_else() -> None:
     assert _loaded(f"import trajgrade; {report}") == ["trajgrade", "trajgrade.version"]
     version = (
         "import sys; sys.argv = ['trajgrade', '--version']\n"
-        "from trajgrade.cli import main\n"
+        "from trajgrade.doors.cli import main\n"
         "try: main()\n"
         "except SystemExit: pass\n"
     )
-    assert _loaded(version + report) == ["trajgrade", "trajgrade.cli", "trajgrade.exceptions", "trajgrade.version"]
+    assert _loaded(version + report) == [
+        "trajgrade",
+        "trajgrade.doors",
+        "trajgrade.doors.cli",
+        "trajgrade.exceptions",
+        "trajgrade.version",
+    ]
 
 
 def test_every_public_name_is_there_when_used() -> None:

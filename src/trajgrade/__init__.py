@@ -12,30 +12,30 @@ from typing import TYPE_CHECKING, Any
 from trajgrade.version import __version__
 
 if TYPE_CHECKING:
-    from trajgrade.config import Config, load_config, parse_config
+    from trajgrade.core.config import Config, load_config, parse_config
+    from trajgrade.core.graders.base import Evidence, GraderResult
+    from trajgrade.core.suite import RunReport, grade_run
+    from trajgrade.core.trajectory import Trajectory, build_trajectories
+    from trajgrade.doors.exporter import GradingSpanExporter
+    from trajgrade.doors.processor import GradingSpanProcessor
     from trajgrade.exceptions import ConfigError, TraceDecodeError, TrajgradeError
-    from trajgrade.exporter import GradingSpanExporter
-    from trajgrade.graders.base import Evidence, GraderResult
-    from trajgrade.processor import GradingSpanProcessor
-    from trajgrade.suite import RunReport, grade_run
-    from trajgrade.trajectory import Trajectory, build_trajectories
 
 #: Each public name and the module that defines it.
 _WHERE = {
-    "Config": "trajgrade.config",
-    "load_config": "trajgrade.config",
-    "parse_config": "trajgrade.config",
+    "Config": "trajgrade.core.config",
+    "load_config": "trajgrade.core.config",
+    "parse_config": "trajgrade.core.config",
     "ConfigError": "trajgrade.exceptions",
     "TraceDecodeError": "trajgrade.exceptions",
     "TrajgradeError": "trajgrade.exceptions",
-    "GradingSpanExporter": "trajgrade.exporter",
-    "Evidence": "trajgrade.graders.base",
-    "GraderResult": "trajgrade.graders.base",
-    "GradingSpanProcessor": "trajgrade.processor",
-    "RunReport": "trajgrade.suite",
-    "grade_run": "trajgrade.suite",
-    "Trajectory": "trajgrade.trajectory",
-    "build_trajectories": "trajgrade.trajectory",
+    "GradingSpanExporter": "trajgrade.doors.exporter",
+    "Evidence": "trajgrade.core.graders.base",
+    "GraderResult": "trajgrade.core.graders.base",
+    "GradingSpanProcessor": "trajgrade.doors.processor",
+    "RunReport": "trajgrade.core.suite",
+    "grade_run": "trajgrade.core.suite",
+    "Trajectory": "trajgrade.core.trajectory",
+    "build_trajectories": "trajgrade.core.trajectory",
 }
 
 __all__ = [

@@ -6,8 +6,8 @@ import pytest
 from factories import llm, run, tool
 
 from trajgrade import ConfigError, grade_run, parse_config
-from trajgrade.graders.base import GraderResult
-from trajgrade.trajectory import Trajectory
+from trajgrade.core.graders.base import GraderResult
+from trajgrade.core.trajectory import Trajectory
 
 SEED = "graders:\n  - type: completed\n"  # the seed's snippet: no configuration needed
 

@@ -8,9 +8,9 @@ import pytest
 from factories import llm, run, tool
 
 from trajgrade import ConfigError, grade_run, parse_config
-from trajgrade.graders.base import GraderResult
-from trajgrade.graders.execution_metrics import DEFAULT_EXPLORATION_TOOLS
-from trajgrade.trajectory import Trajectory
+from trajgrade.core.graders.base import GraderResult
+from trajgrade.core.graders.execution_metrics import DEFAULT_EXPLORATION_TOOLS
+from trajgrade.core.trajectory import Trajectory
 
 
 def results(yaml_text: str, t: Trajectory) -> tuple[GraderResult, ...]:

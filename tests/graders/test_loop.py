@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trajgrade import ConfigError, grade_run, parse_config
-from trajgrade.graders.loop_search import _leaves, flatten, similarity
+from trajgrade.core.graders.loop_search import _leaves, flatten, similarity
 
 _scalars = (
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(alphabet=" \tAaBb\u00df\u0130x", max_size=6)

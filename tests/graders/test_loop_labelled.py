@@ -15,10 +15,10 @@ from conftest import FIXTURES, fixture_files
 from factories import llm, run, tool
 
 from trajgrade import parse_config
-from trajgrade.readers import read_path
-from trajgrade.suite import grade_run
-from trajgrade.trajectory import build_trajectories, normalize
-from trajgrade.trajectory.model import Trajectory
+from trajgrade.core.readers import read_path
+from trajgrade.core.suite import grade_run
+from trajgrade.core.trajectory import build_trajectories, normalize
+from trajgrade.core.trajectory.model import Trajectory
 
 FIXTURE_CATEGORY = {"repeat_six": "stuck", "paging": "paging", "long_200": "paging", "tool_error_retry": "retry"}
 

@@ -16,9 +16,9 @@ import pytest
 from conftest import FIXTURES, FRAMEWORKS, fixture_files
 
 from trajgrade import grade_run, parse_config
-from trajgrade.graders.base import GraderResult
-from trajgrade.readers import read_path
-from trajgrade.trajectory import Trajectory, build_trajectories, normalize
+from trajgrade.core.graders.base import GraderResult
+from trajgrade.core.readers import read_path
+from trajgrade.core.trajectory import Trajectory, build_trajectories, normalize
 
 FILES = fixture_files()
 

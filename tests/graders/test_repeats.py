@@ -6,9 +6,9 @@ import pytest
 from factories import llm, run, tool
 
 from trajgrade import ConfigError, grade_run, parse_config
-from trajgrade.graders.base import GraderResult
-from trajgrade.graders.repeats import longest_repetition
-from trajgrade.trajectory import Trajectory
+from trajgrade.core.graders.base import GraderResult
+from trajgrade.core.graders.repeats import longest_repetition
+from trajgrade.core.trajectory import Trajectory
 
 
 def grade(entry: str, t: Trajectory) -> GraderResult:

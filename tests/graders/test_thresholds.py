@@ -6,7 +6,7 @@ import pytest
 from factories import llm, run, tool
 
 from trajgrade import ConfigError, grade_run, parse_config
-from trajgrade.graders.base import linear_score
+from trajgrade.core.graders.base import linear_score
 
 
 def grade(yaml_text: str, trajectory):  # type: ignore[no-untyped-def]

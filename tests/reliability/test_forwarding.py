@@ -22,7 +22,7 @@ from infra import free_port, rotel, sink
 from readings import metric_points
 
 from trajgrade import load_config
-from trajgrade.sidecar.server import Sidecar, SidecarOptions
+from trajgrade.doors.sidecar.server import Sidecar, SidecarOptions
 
 CONFIG = Path(__file__).resolve().parents[1] / "sidecar" / "graders.yaml"
 PROTOBUF = {"Content-Type": "application/x-protobuf"}

@@ -21,8 +21,8 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from protobuf_bytes import varint
 
 from trajgrade import ConfigError, grade_run, load_config, parse_config
-from trajgrade.sidecar.otlp import JSON, PROTOBUF, BadRequest, decode_body, parse_protobuf
-from trajgrade.sidecar.pipeline import Pipeline
+from trajgrade.doors.sidecar.otlp import JSON, PROTOBUF, BadRequest, decode_body, parse_protobuf
+from trajgrade.doors.sidecar.pipeline import Pipeline
 
 # Derandomized: the same examples in every CI run (a submission must not fail by chance); widen locally
 # with more examples when changing the decoders.

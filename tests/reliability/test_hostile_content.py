@@ -21,8 +21,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from trajgrade import GradingSpanProcessor, RunReport, grade_run, parse_config
-from trajgrade.cli import main
-from trajgrade.trajectory import SpanRecord, build_trajectories
+from trajgrade.core.trajectory import SpanRecord, build_trajectories
+from trajgrade.doors.cli import main
 
 CATASTROPHIC = "(a|aa)+$"  # exponential backtracking on "aaa...a!"
 
@@ -214,7 +214,7 @@ def test_a_trace_of_many_spans_is_bounded_and_the_drops_counted(no_reraise: None
 
 
 def test_a_grader_that_raises_reports_error_and_the_agent_runs_on(no_reraise: None) -> None:
-    from trajgrade.graders import CATALOGUE
+    from trajgrade.core.graders import CATALOGUE
 
     spec = next(s for s in CATALOGUE if s.type == "completed")
     config = parse_config("graders:\n  - {type: completed}\n  - {type: turn-count, max: 5}\n")
@@ -231,7 +231,7 @@ def _explode(*args: Any) -> Any:
 
 def test_a_grader_over_its_time_budget_reports_error() -> None:
     from trajgrade import ConfigError
-    from trajgrade.graders import CATALOGUE
+    from trajgrade.core.graders import CATALOGUE
 
     spec = next(s for s in CATALOGUE if s.type == "completed")
     config = parse_config("scoring: {timeout: 50ms}\ngraders:\n  - {type: completed}\n  - {type: turn-count, max: 5}\n")
@@ -252,7 +252,7 @@ def _slow(*args: Any) -> Any:
 
 
 def test_infinite_and_nan_token_counts_are_no_counts() -> None:
-    from trajgrade.trajectory.normalize import _int
+    from trajgrade.core.trajectory.normalize import _int
 
     assert _int(float("inf")) is None and _int(float("nan")) is None and _int("1e999") is None
     assert _int("12") == 12 and _int(12.0) == 12

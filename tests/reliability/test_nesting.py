@@ -15,9 +15,9 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from trajgrade.readers import MAX_MESSAGE_DEPTH, parse_json_request
-from trajgrade.sidecar import _protowire
-from trajgrade.sidecar.otlp import BadRequest, decode_body
+from trajgrade.core.readers import MAX_MESSAGE_DEPTH, parse_json_request
+from trajgrade.doors.sidecar import _protowire
+from trajgrade.doors.sidecar.otlp import BadRequest, decode_body
 
 
 def nested(kind: str, levels: int) -> AnyValue:

@@ -13,11 +13,11 @@ import xmlschema
 from conftest import fixture_files
 
 from trajgrade import load_config
-from trajgrade.formats.junit import to_junit
-from trajgrade.formats.markdown import GITHUB_COMMENT_LIMIT, to_markdown
-from trajgrade.graders.base import GraderResult
-from trajgrade.runfiles import read_runs
-from trajgrade.suite import RunReport, grade_run
+from trajgrade.core.graders.base import GraderResult
+from trajgrade.core.runfiles import read_runs
+from trajgrade.core.suite import RunReport, grade_run
+from trajgrade.reports.junit import to_junit
+from trajgrade.reports.markdown import GITHUB_COMMENT_LIMIT, to_markdown
 
 HERE = Path(__file__).parent
 CONFIG = HERE / "graders.yaml"

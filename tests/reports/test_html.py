@@ -12,9 +12,9 @@ import pytest
 from conftest import fixture_files
 
 from trajgrade import load_config
-from trajgrade.formats.html import to_html
-from trajgrade.runfiles import read_runs
-from trajgrade.suite import RunReport, grade_run
+from trajgrade.core.runfiles import read_runs
+from trajgrade.core.suite import RunReport, grade_run
+from trajgrade.reports.html import to_html
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))

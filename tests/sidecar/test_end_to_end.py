@@ -80,7 +80,7 @@ def test_every_span_arrives_once_graded_through_two_collectors(workdir: Path, ho
 
 
 def test_rotel_runs_trajgrade_as_its_trace_processor(workdir: Path) -> None:
-    import trajgrade.integrations.rotel as processor
+    import trajgrade.doors.rotel as processor
 
     env = {"TRAJGRADE_CONFIG": str(CONFIG)}
     with sink() as backend, rotel(workdir, backend.url, processor=processor.__file__, env=env) as collector:
@@ -100,7 +100,7 @@ def test_the_fixtures_of_every_instrumentation_through_the_collectors(workdir: P
     import requests
     from conftest import fixture_files
 
-    from trajgrade.sidecar.otlp import decode_body
+    from trajgrade.doors.sidecar.otlp import decode_body
 
     files = [p for p in fixture_files() if p.stem in ("three_tools", "repeat_six", "delegation", "fail_http500")]
     assert len(files) >= 30

@@ -16,12 +16,12 @@ from opentelemetry.proto.trace.v1 import trace_pb2
 from protobuf_bytes import field as pb_field
 from protobuf_bytes import varint
 
-from trajgrade import semconv as sc
-from trajgrade.readers import read_path
-from trajgrade.sidecar._protowire import encode_result_fields, read_request, read_span
-from trajgrade.sidecar.otlp import BadRequest, decode_body, parse_protobuf
-from trajgrade.spans import ProtoSpan, proto_attributes
-from trajgrade.trajectory.normalize import normalize
+from trajgrade.core import semconv as sc
+from trajgrade.core.readers import read_path
+from trajgrade.core.spans import ProtoSpan, proto_attributes
+from trajgrade.core.trajectory.normalize import normalize
+from trajgrade.doors.sidecar._protowire import encode_result_fields, read_request, read_span
+from trajgrade.doors.sidecar.otlp import BadRequest, decode_body, parse_protobuf
 
 FILES = fixture_files()
 _FIELDS = (

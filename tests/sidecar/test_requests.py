@@ -19,9 +19,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from readings import metric_points
 
 from trajgrade import load_config
-from trajgrade.sidecar.receivers import Limits
-from trajgrade.sidecar.server import Sidecar, SidecarOptions
-from trajgrade.suite import RunReport
+from trajgrade.core.suite import RunReport
+from trajgrade.doors.sidecar.receivers import Limits
+from trajgrade.doors.sidecar.server import Sidecar, SidecarOptions
 
 CONFIG = Path(__file__).with_name("graders.yaml")
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
@@ -326,8 +326,8 @@ def test_the_bounds_hold_for_a_request_added_at_once_and_every_drop_is_counted()
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-    from trajgrade.sidecar.otlp import parse_protobuf
-    from trajgrade.sidecar.pipeline import Pipeline
+    from trajgrade.doors.sidecar.otlp import parse_protobuf
+    from trajgrade.doors.sidecar.pipeline import Pipeline
 
     reader = InMemoryMetricReader()
     reports: list[RunReport] = []

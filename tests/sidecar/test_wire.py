@@ -10,13 +10,13 @@ from conftest import fixture_files
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-from trajgrade import semconv as sc
-from trajgrade.config import parse_config
-from trajgrade.grading import Grading
-from trajgrade.readers import read_path
-from trajgrade.sidecar.otlp import decode_body, result_fields
-from trajgrade.sidecar.wire import SpliceRequest, split_request
-from trajgrade.trajectory.normalize import normalize
+from trajgrade.core import semconv as sc
+from trajgrade.core.config import parse_config
+from trajgrade.core.grading import Grading
+from trajgrade.core.readers import read_path
+from trajgrade.core.trajectory.normalize import normalize
+from trajgrade.doors.sidecar.otlp import decode_body, result_fields
+from trajgrade.doors.sidecar.wire import SpliceRequest, split_request
 
 FILES = fixture_files()
 

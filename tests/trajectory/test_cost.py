@@ -5,12 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from trajgrade.trajectory.cost import call_cost
-from trajgrade.trajectory.model import Usage
+from trajgrade.core.trajectory.cost import call_cost
+from trajgrade.core.trajectory.model import Usage
 
 _CHECK = """
 from genai_prices import data_snapshot
-from trajgrade.trajectory.cost import load_prices
+from trajgrade.core.trajectory.cost import load_prices
 before = data_snapshot._bundled_snapshot.cache_info().currsize
 load_prices()
 print(before, data_snapshot._bundled_snapshot.cache_info().currsize)

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from conftest import FIXTURES, FRAMEWORKS, fixture_files
 
-from trajgrade.readers import read_path
-from trajgrade.trajectory import Trajectory, build_trajectories, normalize
+from trajgrade.core.readers import read_path
+from trajgrade.core.trajectory import Trajectory, build_trajectories, normalize
 
 SUMMARY_KEYS = ("llm_calls", "tool_calls", "tool_errors", "turns", "input_tokens", "output_tokens", "failed")
 INSTRUMENTATIONS = ("pydantic_ai", "otel_openai_v2", "openinference", "openllmetry", "strands", "openai_agents")

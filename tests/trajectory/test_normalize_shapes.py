@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from conftest import fixture_files
 
-from trajgrade.readers import read_path
-from trajgrade.spans import SpanView
-from trajgrade.trajectory import normalize
+from trajgrade.core.readers import read_path
+from trajgrade.core.spans import SpanView
+from trajgrade.core.trajectory import normalize
 
 #: The module (the package's ``normalize`` is the function).
-normalize_module = importlib.import_module("trajgrade.trajectory.normalize")
+normalize_module = importlib.import_module("trajgrade.core.trajectory.normalize")
 
 
 class _Reordered:

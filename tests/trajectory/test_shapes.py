@@ -11,8 +11,8 @@ import json
 from typing import Any
 
 from trajgrade import grade_run, parse_config
-from trajgrade.readers import parse_json_request
-from trajgrade.trajectory import Trajectory, build_trajectories, normalize
+from trajgrade.core.readers import parse_json_request
+from trajgrade.core.trajectory import Trajectory, build_trajectories, normalize
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 MS = 1_000_000

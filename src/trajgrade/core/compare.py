@@ -1,0 +1,131 @@
+"""A run compared with a baseline run: how its tool sequence and its counts moved.
+
+The tool sequence is compared as an edit script over the tool calls, each written ``name(arguments)`` with its
+arguments as canonical JSON (sorted keys), so a call with other arguments is a change; the counts compared are
+LLM calls, tool calls, total tokens, cost and duration. Runs of two sets are matched by a key: the agent's
+name, a root span attribute, or the file each came from.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from trajgrade.core.runfiles import FileRun
+from trajgrade.core.trajectory.model import Trajectory
+
+__all__ = ["METRICS", "Comparison", "Edit", "compare", "match_runs", "run_key", "tool_call_text"]
+
+#: The counts compared, as ``Summary`` names them.
+METRICS = ("llm_calls", "tool_calls", "total_tokens", "cost_usd", "duration_ms")
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    """One step of the edit script from the baseline's tool calls to the candidate's."""
+
+    op: Literal["equal", "insert", "delete", "replace"]
+    baseline: tuple[str, ...]
+    candidate: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    edits: tuple[Edit, ...]
+    #: Tool calls inserted, deleted or replaced (a replacement of two by three counts three).
+    edit_count: int
+    #: Each metric's (baseline, candidate) value; None where a run does not know it (cost without prices).
+    metrics: dict[str, tuple[float | None, float | None]]
+
+    def increase(self, metric: str) -> float | None:
+        """The candidate's relative change on ``metric`` (0.1 = 10% more), None when it cannot be computed."""
+        before, after = self.metrics[metric]
+        if before is None or after is None:
+            return None
+        if before == 0:
+            return 0.0 if after == 0 else float("inf")
+        return (after - before) / before
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tool_edits": self.edit_count,
+            "edits": [
+                {"op": e.op, "baseline": list(e.baseline), "candidate": list(e.candidate)}
+                for e in self.edits
+                if e.op != "equal"
+            ],
+            "metrics": {m: {"baseline": b, "candidate": c} for m, (b, c) in self.metrics.items()},
+        }
+
+
+def tool_call_text(name: str, arguments: Any) -> str:
+    if arguments is None:
+        return f"{name}()"
+    try:
+        text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(arguments)
+    return f"{name}({text})"
+
+
+def _calls(t: Trajectory) -> list[str]:
+    return [
+        tool_call_text(s.tool.name if s.tool else s.name, s.tool.arguments if s.tool else None) for s in t.tool_steps
+    ]
+
+
+def compare(baseline: Trajectory, candidate: Trajectory) -> Comparison:
+    before, after = _calls(baseline), _calls(candidate)
+    edits: list[Edit] = []
+    count = 0
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes():
+        edits.append(Edit(op, tuple(before[i1:i2]), tuple(after[j1:j2])))
+        if op != "equal":
+            count += max(i2 - i1, j2 - j1)
+    metrics = {m: (getattr(baseline.summary, m), getattr(candidate.summary, m)) for m in METRICS}
+    return Comparison(tuple(edits), count, metrics)
+
+
+def run_key(run: Trajectory, key: str, path: str | None = None) -> str | None:
+    """What matches a run with its baseline: ``agent`` (the agent's name, else the root span's), ``root`` (the
+    root span's name), ``file`` (the file's name), or ``attribute:NAME`` (a root span attribute)."""
+    if key == "agent":
+        return run.agent_name or run.root_span_name
+    if key == "root":
+        return run.root_span_name
+    if key == "file":
+        return Path(path).name if path else None
+    if key.startswith("attribute:"):
+        value = run.root_attributes.get(key.removeprefix("attribute:"))
+        return None if value is None else str(value)
+    raise ValueError(f"key {key!r}: use agent, root, file or attribute:NAME")
+
+
+def match_runs(
+    baseline: Sequence[FileRun], candidate: Sequence[FileRun], key: str
+) -> tuple[list[tuple[str, FileRun, FileRun]], list[str], list[str]]:
+    """Pairs of (key, baseline run, candidate run); then the candidate runs without a baseline, and the baseline
+    runs no candidate was paired with. Runs that share a key pair in order; candidates past the baseline runs of
+    their key are compared with the last of them (one golden run for every run of an agent)."""
+    golden: dict[str, list[FileRun]] = {}
+    for run in baseline:
+        k = run_key(run.trajectory, key, run.path)
+        if k is not None:
+            golden.setdefault(k, []).append(run)
+    used: dict[str, int] = {}
+    pairs: list[tuple[str, FileRun, FileRun]] = []
+    unmatched: list[str] = []
+    for run in candidate:
+        k = run_key(run.trajectory, key, run.path)
+        if k is None or k not in golden:
+            unmatched.append(k or f"{run.trajectory.root_span_name} ({run.trajectory.trace_id})")
+            continue
+        n = used.get(k, 0)
+        pairs.append((k, golden[k][min(n, len(golden[k]) - 1)], run))
+        used[k] = n + 1
+    missing = [k for k, runs in golden.items() for _ in range(len(runs) - min(used.get(k, 0), len(runs)))]
+    return pairs, unmatched, missing

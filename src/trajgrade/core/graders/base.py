@@ -1,0 +1,118 @@
+"""What every grader shares: its result, evidence, taxonomy, and its entry in the registry.
+
+A grader is a pydantic config model (strict, ``extra="forbid"``, frozen) and a pure function
+``(trajectory, config) -> GraderResult``. It never raises for a trajectory it cannot judge: it returns
+``status="error"`` with an explanation of what was missing ("not evaluable").
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from trajgrade.core.trajectory.model import Trajectory
+
+__all__ = [
+    "Evidence",
+    "GraderConfig",
+    "GraderResult",
+    "GraderSpec",
+    "Status",
+    "Taxonomy",
+    "linear_score",
+    "not_evaluable",
+]
+
+Status = Literal["pass", "fail", "error"]
+
+
+@dataclass(slots=True)
+class Evidence:
+    """What was checked, in words, and the spans involved (read-only by contract; not frozen, as graders make
+    one per call and a frozen one costs three times as much to build)."""
+
+    description: str
+    span_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GraderResult:
+    """The verdict of one grader on one run."""
+
+    name: str
+    type: str
+    status: Status
+    score: float
+    explanation: str
+    value: Any = None
+    limit: Any = None
+    evidence: tuple[Evidence, ...] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)
+    #: ``error.type`` when the grader could not judge (``not_evaluable``, ``timeout``, ``internal``).
+    error_type: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "pass"
+
+
+@dataclass(frozen=True, slots=True)
+class Taxonomy:
+    """How a grader behaves (the seeds' taxonomy fields)."""
+
+    determinism: str = "static"
+    cost: str = "free"
+    portability: str = "t1-universal"
+    reference: str = "reference-free"
+    temporal_scope: str = "trajectory-level"
+    score_kind: str = "code"
+
+
+class GraderConfig(BaseModel):
+    """Base of every grader's options: unknown fields are errors, values cannot change after loading."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+
+GradeFn = Callable[[Trajectory, Any, str], GraderResult]
+
+
+@dataclass(frozen=True, slots=True)
+class GraderSpec:
+    """A grader type in the registry.
+
+    ``grade(trajectory, config, name)`` returns the result; ``needs`` names the trajectory data it reads
+    (``tokens``, ``cost``, ``tool_arguments``, ``tool_results``, ``output``), for ``trajgrade graders``.
+    """
+
+    type: str
+    config: builtins.type[GraderConfig]
+    grade: GradeFn
+    summary: str
+    taxonomy: Taxonomy = Taxonomy()
+    needs: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+
+
+def linear_score(value: float, limit: float) -> float:
+    """The seeds' degradation: 1 within the limit, then ``max(0, 1 - (value - limit) / max(limit, 1))``."""
+    if value <= limit:
+        return 1.0
+    return max(0.0, 1.0 - (value - limit) / max(limit, 1))
+
+
+def not_evaluable(name: str, type_: str, missing: str, **extra: Any) -> GraderResult:
+    """The result of a grader that cannot judge this run: neither a pass nor a silent fail."""
+    return GraderResult(
+        name=name,
+        type=type_,
+        status="error",
+        score=0.0,
+        explanation=f"not evaluable: {missing}",
+        error_type="not_evaluable",
+        **extra,
+    )

@@ -1,0 +1,138 @@
+"""The ``baseline`` grader: a run must not drift from its golden run.
+
+The baseline runs are read when the config loads, from ``path`` (a trace file or a directory of them, as
+``trajgrade trajectory`` reads them); the run graded is matched with one by ``key`` (``agent``, ``root``,
+``attribute:NAME``; see :func:`trajgrade.core.compare.run_key`). It fails when the tool sequence needs more than
+``max_tool_edits`` edits (calls with their arguments; ``null`` to not check it), or when a count grew past its
+``max_increase`` (a fraction: ``{total_tokens: 0.1}`` allows 10% more). Score: the share of checks that held.
+A run with no baseline of its key is not evaluable, named.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import PrivateAttr, model_validator
+
+from trajgrade.core.compare import METRICS, compare, run_key, tool_call_text
+from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, Taxonomy, not_evaluable
+from trajgrade.core.runfiles import FileRun, read_runs
+from trajgrade.core.trajectory.model import Trajectory
+
+__all__ = ["SPECS", "BaselineConfig", "against"]
+
+Metric = Literal["llm_calls", "tool_calls", "total_tokens", "cost_usd", "duration_ms"]
+
+
+class BaselineConfig(GraderConfig):
+    path: str
+    key: str = "agent"
+    max_tool_edits: int | None = 0
+    max_increase: dict[Metric, float] = {}
+    _runs: list[FileRun] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="after")
+    def _load(self) -> BaselineConfig:
+        if self.key not in ("agent", "root") and not self.key.startswith("attribute:"):
+            raise ValueError(f"key: {self.key!r}: use agent, root or attribute:NAME")
+        runs, problems = read_runs([self.path])
+        if problems:
+            raise ValueError(f"path: {problems[0]}")
+        if not runs:
+            raise ValueError(f"path: no run in {self.path}")
+        self._runs = runs
+        return self
+
+    @property
+    def runs(self) -> list[FileRun]:
+        return self._runs
+
+
+def _percent(x: float) -> str:
+    return "+inf%" if x == float("inf") else f"{x:+.0%}"
+
+
+def baseline(t: Trajectory, c: BaselineConfig, name: str) -> GraderResult:
+    key = run_key(t, c.key)
+    if key is None:
+        return not_evaluable(name, "baseline", f"no baseline run with {c.key} {key!r} in {c.path} (the run has none)")
+    golden = next((r for r in c.runs if run_key(r.trajectory, c.key, r.path) == key), None)
+    if golden is None:
+        return not_evaluable(name, "baseline", f"no baseline run with {c.key} {key!r} in {c.path}")
+    return against(golden, t, c, name)
+
+
+def against(golden: FileRun, t: Trajectory, c: BaselineConfig, name: str = "baseline") -> GraderResult:
+    """``t`` graded against the baseline run ``golden`` (``trajgrade compare`` matches the runs itself)."""
+    comparison = compare(golden.trajectory, t)
+    problems: list[str] = []
+    checks = 0
+    evidence: list[Evidence] = []
+    if c.max_tool_edits is not None:
+        checks += 1
+        if comparison.edit_count > c.max_tool_edits:
+            changed = [e for e in comparison.edits if e.op != "equal"]
+            shown = "; ".join(
+                " ".join([*(f"-{b}" for b in e.baseline), *(f"+{a}" for a in e.candidate)]) for e in changed[:3]
+            )
+            problems.append(
+                f"{comparison.edit_count} tool call edit(s) from the baseline (max {c.max_tool_edits}): {shown}"
+            )
+            calls = {s.span_id: s for s in t.tool_steps}
+            new = {a for e in changed for a in e.candidate}
+            spans = tuple(
+                sid
+                for sid, s in calls.items()
+                if tool_call_text(s.tool.name if s.tool else s.name, s.tool.arguments if s.tool else None) in new
+            )
+            evidence.append(Evidence("tool calls not in the baseline's sequence", spans))
+    for metric, allowed in c.max_increase.items():
+        checks += 1
+        grew = comparison.increase(metric)
+        if grew is None:
+            problems.append(f"{metric}: not known for both runs")
+        elif grew > allowed:
+            before, after = comparison.metrics[metric]
+            problems.append(f"{metric} {before:g} -> {after:g} ({_percent(grew)}, max {allowed:+.0%})")
+    details: dict[str, Any] = {"baseline_trace_id": golden.trajectory.trace_id, "baseline_file": golden.path}
+    details.update(comparison.to_dict())
+    score = (checks - len(problems)) / checks if checks else 1.0
+    if problems:
+        return GraderResult(
+            name=name,
+            type="baseline",
+            status="fail",
+            score=score,
+            explanation="; ".join(problems),
+            value=comparison.edit_count,
+            limit=c.max_tool_edits,
+            evidence=(*evidence, *(Evidence(p) for p in problems[len(evidence) :])),
+            details=details,
+        )
+    moved = ", ".join(f"{m} {_percent(g)}" for m in METRICS if (g := comparison.increase(m)) is not None and g != 0)
+    text = f"within the baseline's tolerance: {comparison.edit_count} tool call edit(s)" + (
+        f"; {moved}" if moved else ""
+    )
+    return GraderResult(
+        name=name,
+        type="baseline",
+        status="pass",
+        score=1.0,
+        explanation=text,
+        value=comparison.edit_count,
+        limit=c.max_tool_edits,
+        evidence=(Evidence(text),),
+        details=details,
+    )
+
+
+SPECS = (
+    GraderSpec(
+        "baseline",
+        BaselineConfig,
+        baseline,
+        "the run stays within tolerance of its golden run: tool sequence edits, growth of calls, tokens, cost, time",
+        taxonomy=Taxonomy(reference="reference-based"),
+        needs=("tool_arguments", "tokens", "cost"),
+    ),
+)

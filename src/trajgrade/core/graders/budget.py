@@ -1,0 +1,177 @@
+"""The ``budget`` grader (deterministic-graders spec, user story 1): resource limits with utilisation.
+
+Limits (any of them, at least one): ``max_input_tokens``, ``max_output_tokens``, ``max_tokens`` (input +
+output), ``max_reasoning_tokens``, ``max_tool_calls``, ``max_llm_calls``, ``max_duration_ms`` (or
+``max_duration`` as "30s", "2m").
+Each limit reports its utilisation ("used 3000/5000 tokens = 60%"); a call limit that is exceeded names the
+span ids of the calls past it. The score is the lowest of the per-limit scores, each degrading linearly past
+its limit as the metric-threshold graders do; the run fails when any limit is exceeded.
+
+Missing data: a token limit on a run whose spans carry no token counts is not evaluable (status ``error``),
+unless ``on_missing: fail``, AgentV's rule. Token counts known for only some LLM calls are a lower bound: a
+sum over the limit fails, a sum within it is not evaluable.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, linear_score, not_evaluable
+from trajgrade.core.graders.thresholds import failed_requests_note, parse_duration
+from trajgrade.core.trajectory.model import Trajectory
+
+__all__ = ["SPECS"]
+
+Limit = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+_TOKEN_LIMITS = (
+    ("max_input_tokens", "input tokens", "input_tokens"),
+    ("max_output_tokens", "output tokens", "output_tokens"),
+    ("max_tokens", "tokens", "total_tokens"),
+    ("max_reasoning_tokens", "reasoning tokens", "reasoning_tokens"),
+)
+
+
+class BudgetConfig(GraderConfig):
+    max_input_tokens: Limit | None = None
+    max_output_tokens: Limit | None = None
+    max_tokens: Limit | None = None
+    #: Reasoning tokens (``gen_ai.usage.reasoning.output_tokens``), part of the output tokens.
+    max_reasoning_tokens: Limit | None = None
+    max_tool_calls: Limit | None = None
+    max_llm_calls: Limit | None = None
+    max_duration_ms: Limit | None = None
+    max_duration: str | None = None
+    on_missing: Literal["error", "fail"] = "error"
+
+    @field_validator("max_duration")
+    @classmethod
+    def _duration(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_duration(value)
+        return value
+
+    @model_validator(mode="after")
+    def _some_limit(self) -> BudgetConfig:
+        limits = (
+            self.max_input_tokens,
+            self.max_output_tokens,
+            self.max_tokens,
+            self.max_reasoning_tokens,
+            self.max_tool_calls,
+            self.max_llm_calls,
+            self.max_duration_ms,
+            self.max_duration,
+        )
+        if all(v is None for v in limits):
+            raise ValueError("budget needs at least one limit (max_tokens, max_tool_calls, max_duration_ms, ...)")
+        if self.max_duration is not None and self.max_duration_ms is not None:
+            raise ValueError("give max_duration or max_duration_ms, not both")
+        return self
+
+
+def _fmt(n: float) -> str:
+    return str(int(n)) if float(n).is_integer() else f"{n:.1f}"
+
+
+def _check(what: str, used: float, limit: float, span_ids: tuple[str, ...] = ()) -> tuple[Evidence, float, bool]:
+    pct = f"{used / limit * 100:.0f}%" if limit else ("0%" if used == 0 else "over")
+    over = used > limit
+    text = f"used {_fmt(used)}/{_fmt(limit)} {what} = {pct}" + (" (over the limit)" if over else "")
+    if over and span_ids:
+        text += f"; {len(span_ids)} past the limit"
+    return Evidence(text, span_ids if over else ()), linear_score(used, limit), over
+
+
+def budget(t: Trajectory, c: BudgetConfig, name: str) -> GraderResult:
+    s = t.summary
+    evidence: list[Evidence] = []
+    scores: list[float] = []
+    missing: list[str] = []
+    exceeded = 0
+    values: dict[str, float | None] = {}
+    limits: dict[str, float] = {}
+
+    def add(key: str, what: str, used: float, limit: float, span_ids: tuple[str, ...] = ()) -> None:
+        nonlocal exceeded
+        ev, score, over = _check(what, used, limit, span_ids)
+        evidence.append(ev)
+        scores.append(score)
+        exceeded += over
+        values[key], limits[key] = used, limit
+
+    for key, what, attr in _TOKEN_LIMITS:
+        limit = getattr(c, key)
+        if limit is None:
+            continue
+        used = getattr(s, attr)
+        if used is None:
+            missing.append(f"{what}: no span of this run carries token counts")
+            values[key], limits[key] = None, limit
+        elif s.llm_calls_without_usage and used <= limit:
+            missing.append(
+                f"{what}: {s.llm_calls_without_usage} of {s.llm_calls} LLM calls carry no token counts, "
+                f"so {used} is a lower bound"
+            )
+            values[key], limits[key] = used, limit
+        else:
+            add(key, what + failed_requests_note(t), used, limit)
+    if c.max_tool_calls is not None:
+        tools = t.tool_steps
+        add(
+            "max_tool_calls",
+            "tool calls",
+            len(tools),
+            c.max_tool_calls,
+            tuple(x.span_id for x in tools[int(c.max_tool_calls) :]),
+        )
+    if c.max_llm_calls is not None:
+        llms = t.llm_steps
+        add(
+            "max_llm_calls",
+            "LLM calls",
+            len(llms),
+            c.max_llm_calls,
+            tuple(x.span_id for x in llms[int(c.max_llm_calls) :]),
+        )
+    duration_limit = parse_duration(c.max_duration) * 1000 if c.max_duration else c.max_duration_ms
+    if duration_limit is not None:
+        add("max_duration_ms", "ms", round(s.duration_ms, 3), duration_limit, (t.root_span_id,))
+
+    if missing and not exceeded and c.on_missing == "error":
+        return not_evaluable(
+            name,
+            "budget",
+            "; ".join(missing),
+            value=values,
+            limit=limits,
+            evidence=tuple(evidence),
+            details={"values": values, "limits": limits},
+        )
+    for m in missing:
+        if c.on_missing == "fail":
+            evidence.append(Evidence(f"missing data counts as over the limit: {m}"))
+            scores.append(0.0)
+            exceeded += 1
+        else:
+            evidence.append(Evidence(f"not checked: {m}"))
+    score = min(scores) if scores else 0.0
+    over_texts = [e.description for e in evidence if "over the limit" in e.description]  # the failing limits
+    explanation = "; ".join(over_texts) if exceeded else "; ".join(e.description for e in evidence)
+    return GraderResult(
+        name=name,
+        type="budget",
+        status="fail" if exceeded else "pass",
+        score=score,
+        explanation=explanation,
+        value=values,
+        limit=limits,
+        evidence=tuple(evidence),
+        details={"values": values, "limits": limits},
+    )
+
+
+SPECS = (
+    GraderSpec("budget", BudgetConfig, budget, "token, call and duration limits with utilisation", needs=("tokens",)),
+)

@@ -1,0 +1,235 @@
+"""``execution_metrics`` and the single-metric ``latency``, ``cost`` and ``token_usage`` graders.
+
+``execution_metrics`` checks every threshold it is given (at least one) and reports each as a hit or a miss,
+in the seeds' words ("Tool calls (8) within limit (10)"):
+
+- ``max_tool_calls``: tool executions; ``max_llm_calls``: model calls;
+- ``max_tokens``: input + output tokens (input tokens include cached ones, as the GenAI conventions count
+  them); ``max_input_tokens``, ``max_output_tokens``;
+- ``max_cost_usd``: the run's cost; ``max_duration_ms``: the root span's duration;
+- ``target_exploration_ratio`` with ``exploration_tolerance`` (default 0.2): the share of tool calls made to
+  read-only tools (``exploration_tools``, by exact name; default the newer system's list
+  ``DEFAULT_EXPLORATION_TOOLS``) must be within the tolerance of the target. A run without tool calls has no
+  ratio.
+
+Missing data counts as a miss (tokens or cost the spans do not carry, no ratio): the seeds say so, so this
+grader fails such a check rather than being not evaluable. ``scoring``: ``proportional`` (the newer
+document, the default): score ``hits / (hits + misses)``, a pass when the score reaches ``min_score``
+(default 0.8, the newer system's verdict threshold); ``all_or_nothing`` (the older document): score 1 when
+every check is a hit, else 0. Details hold ``hits``, ``misses`` and the measured values.
+
+``latency`` (``max_ms``, or ``threshold`` as the newer system's code spells it), ``cost`` (``max_usd`` or
+``budget``) and ``token_usage`` (``max_total_tokens`` / ``max_total``, ``max_input_tokens`` / ``max_input``,
+``max_output_tokens`` / ``max_output``) are all-or-nothing checks of one metric each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from pydantic import AliasChoices, Field, model_validator
+
+from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec
+from trajgrade.core.trajectory.model import Trajectory
+
+__all__ = ["DEFAULT_EXPLORATION_TOOLS", "SPECS"]
+
+DEFAULT_EXPLORATION_TOOLS = ("read", "grep", "glob", "search", "list", "Read", "Grep", "Glob", "WebSearch", "WebFetch")
+
+Limit = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+@dataclass(frozen=True, slots=True)
+class _Check:
+    hit: bool
+    text: str
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def _max_check(label: str, value: float | None, limit: float, unit: str = "", money: bool = False) -> _Check:
+    def show(v: float) -> str:
+        return f"${v:.4g}" if money else f"{_num(v)}{unit}"
+
+    if value is None:
+        return _Check(False, f"{label} not available (the spans do not carry it); limit {show(limit)}")
+    if value <= limit:
+        return _Check(True, f"{label} ({show(value)}) within limit ({show(limit)})")
+    return _Check(False, f"{label} ({show(value)}) exceeds limit ({show(limit)})")
+
+
+class ExecutionMetricsConfig(GraderConfig):
+    max_tool_calls: Limit | None = None
+    max_llm_calls: Limit | None = None
+    max_tokens: Limit | None = None
+    max_input_tokens: Limit | None = None
+    max_output_tokens: Limit | None = None
+    max_cost_usd: Limit | None = None
+    max_duration_ms: Limit | None = None
+    target_exploration_ratio: Annotated[float, Field(ge=0, le=1)] | None = None
+    exploration_tolerance: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.2
+    exploration_tools: tuple[str, ...] = DEFAULT_EXPLORATION_TOOLS
+    scoring: Literal["proportional", "all_or_nothing"] = "proportional"
+    min_score: Annotated[float, Field(ge=0, le=1)] = 0.8
+
+    @model_validator(mode="after")
+    def _at_least_one(self) -> ExecutionMetricsConfig:
+        thresholds = [f for f in type(self).model_fields if f.startswith("max_") or f == "target_exploration_ratio"]
+        if all(getattr(self, f) is None for f in thresholds):
+            raise ValueError(f"give at least one threshold: {', '.join(thresholds)}")
+        return self
+
+
+def _checks(t: Trajectory, c: ExecutionMetricsConfig) -> list[_Check]:
+    s = t.summary
+    checks = []
+    if c.max_tool_calls is not None:
+        checks.append(_max_check("Tool calls", s.tool_calls, c.max_tool_calls))
+    if c.max_llm_calls is not None:
+        checks.append(_max_check("LLM calls", s.llm_calls, c.max_llm_calls))
+    if c.max_tokens is not None:
+        checks.append(_max_check("Tokens", s.total_tokens, c.max_tokens))
+    if c.max_input_tokens is not None:
+        checks.append(_max_check("Input tokens", s.input_tokens, c.max_input_tokens))
+    if c.max_output_tokens is not None:
+        checks.append(_max_check("Output tokens", s.output_tokens, c.max_output_tokens))
+    if c.max_cost_usd is not None:
+        checks.append(_max_check("Cost", s.cost_usd, c.max_cost_usd, money=True))
+    if c.max_duration_ms is not None:
+        checks.append(_max_check("Duration", round(s.duration_ms, 1), c.max_duration_ms, unit="ms"))
+    if c.target_exploration_ratio is not None:
+        ratio = exploration_ratio(t, c.exploration_tools)
+        target, tol = c.target_exploration_ratio, c.exploration_tolerance
+        if ratio is None:
+            checks.append(_Check(False, f"Exploration ratio not available (no tool calls); target {target:g}"))
+        else:
+            hit = abs(ratio - target) <= tol + 1e-12
+            relation = "within" if hit else "outside"
+            checks.append(_Check(hit, f"Exploration ratio ({ratio:.2f}) {relation} {target:g} ± {tol:g}"))
+    return checks
+
+
+def exploration_ratio(t: Trajectory, tools: tuple[str, ...]) -> float | None:
+    """Share of tool calls made to read-only tools (exact names); None without tool calls."""
+    calls = [s.tool.name for s in t.tool_steps if s.tool is not None]
+    if not calls:
+        return None
+    read_only = set(tools)
+    return sum(1 for name in calls if name in read_only) / len(calls)
+
+
+def execution_metrics(t: Trajectory, c: ExecutionMetricsConfig, name: str) -> GraderResult:
+    checks = _checks(t, c)
+    hits = [k.text for k in checks if k.hit]
+    misses = [k.text for k in checks if not k.hit]
+    if c.scoring == "all_or_nothing":
+        score = 1.0 if not misses else 0.0
+        passed = not misses
+    else:
+        score = len(hits) / len(checks)
+        passed = score >= c.min_score - 1e-12
+    s = t.summary
+    summary = "; ".join(misses) if misses else "; ".join(hits)
+    explanation = f"{len(hits)}/{len(checks)} within bounds ({c.scoring}): {summary}"
+    return GraderResult(
+        name=name,
+        type="execution_metrics",
+        status="pass" if passed else "fail",
+        score=score,
+        explanation=explanation,
+        value=len(hits),
+        limit=len(checks),
+        evidence=tuple(Evidence(k.text) for k in checks),
+        details={
+            "hits": hits,
+            "misses": misses,
+            "tool_calls": s.tool_calls,
+            "llm_calls": s.llm_calls,
+            "total_tokens": s.total_tokens,
+            "input_tokens": s.input_tokens,
+            "output_tokens": s.output_tokens,
+            "cost_usd": s.cost_usd,
+            "duration_ms": s.duration_ms,
+            "exploration_ratio": exploration_ratio(t, c.exploration_tools),
+        },
+    )
+
+
+class LatencyConfig(GraderConfig):
+    max_ms: Limit = Field(validation_alias=AliasChoices("max_ms", "threshold"))
+
+
+class CostConfig(GraderConfig):
+    max_usd: Limit = Field(validation_alias=AliasChoices("max_usd", "budget"))
+
+
+class TokenUsageConfig(GraderConfig):
+    max_total_tokens: Limit | None = Field(None, validation_alias=AliasChoices("max_total_tokens", "max_total"))
+    max_input_tokens: Limit | None = Field(None, validation_alias=AliasChoices("max_input_tokens", "max_input"))
+    max_output_tokens: Limit | None = Field(None, validation_alias=AliasChoices("max_output_tokens", "max_output"))
+
+    @model_validator(mode="after")
+    def _at_least_one(self) -> TokenUsageConfig:
+        if self.max_total_tokens is None and self.max_input_tokens is None and self.max_output_tokens is None:
+            raise ValueError("give at least one of max_total_tokens, max_input_tokens, max_output_tokens")
+        return self
+
+
+def _single(name: str, type_: str, checks: list[_Check], value: object, limit: object) -> GraderResult:
+    passed = all(k.hit for k in checks)
+    return GraderResult(
+        name=name,
+        type=type_,
+        status="pass" if passed else "fail",
+        score=1.0 if passed else 0.0,
+        explanation="; ".join(k.text for k in checks),
+        value=value,
+        limit=limit,
+        evidence=tuple(Evidence(k.text) for k in checks),
+        details={"hits": [k.text for k in checks if k.hit], "misses": [k.text for k in checks if not k.hit]},
+    )
+
+
+def latency(t: Trajectory, c: LatencyConfig, name: str) -> GraderResult:
+    ms = round(t.summary.duration_ms, 1)
+    return _single(name, "latency", [_max_check("Duration", ms, c.max_ms, unit="ms")], ms, c.max_ms)
+
+
+def cost(t: Trajectory, c: CostConfig, name: str) -> GraderResult:
+    usd = t.summary.cost_usd
+    return _single(name, "cost", [_max_check("Cost", usd, c.max_usd, money=True)], usd, c.max_usd)
+
+
+def token_usage(t: Trajectory, c: TokenUsageConfig, name: str) -> GraderResult:
+    s = t.summary
+    checks = [
+        _max_check(label, value, limit)
+        for label, value, limit in (
+            ("Total tokens", s.total_tokens, c.max_total_tokens),
+            ("Input tokens", s.input_tokens, c.max_input_tokens),
+            ("Output tokens", s.output_tokens, c.max_output_tokens),
+        )
+        if limit is not None
+    ]
+    limits = {"max_total_tokens": c.max_total_tokens, "max_input_tokens": c.max_input_tokens}
+    limits["max_output_tokens"] = c.max_output_tokens
+    return _single(name, "token_usage", checks, s.total_tokens, {k: v for k, v in limits.items() if v is not None})
+
+
+SPECS = (
+    GraderSpec(
+        "execution_metrics",
+        ExecutionMetricsConfig,
+        execution_metrics,
+        "tool/LLM calls, tokens, cost, duration and exploration ratio within bounds (hits / misses)",
+        needs=("tokens", "cost"),
+    ),
+    GraderSpec("latency", LatencyConfig, latency, "run duration <= max_ms"),
+    GraderSpec("cost", CostConfig, cost, "run cost <= max_usd", needs=("cost",)),
+    GraderSpec(
+        "token_usage", TokenUsageConfig, token_usage, "total / input / output tokens within bounds", needs=("tokens",)
+    ),
+)

@@ -1,0 +1,53 @@
+"""LLM and script judges: accepted in a config, never run.
+
+The seeds' systems mix deterministic graders with judges (``llm_judge``, ``code_judge``, ``rubric``, ...);
+their configs must load here unchanged. trajgrade runs deterministic graders only, inside agents and
+collectors where calling a model per run is not an option, so a judge is reported as skipped: status
+``error`` with ``error.type`` ``skipped``. A skipped result is left out of a run's verdict and score and of
+a composite's aggregate, as the seeds' systems leave out members without a verdict.
+"""
+
+from __future__ import annotations
+
+from pydantic import ConfigDict
+
+from trajgrade.core.graders.base import GraderConfig, GraderResult, GraderSpec, Taxonomy
+from trajgrade.core.trajectory.model import Trajectory
+
+__all__ = ["SPECS"]
+
+
+class JudgeConfig(GraderConfig):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+def judge(t: Trajectory, c: JudgeConfig, name: str) -> GraderResult:
+    return GraderResult(
+        name=name,
+        type="llm_judge",
+        status="error",
+        score=0.0,
+        explanation="skipped: trajgrade runs deterministic graders only (this is an LLM or script judge)",
+        error_type="skipped",
+    )
+
+
+SPECS = (
+    GraderSpec(
+        "llm_judge",
+        JudgeConfig,
+        judge,
+        "LLM / script judges of the seeds' systems: accepted, reported as skipped",
+        taxonomy=Taxonomy(determinism="non-deterministic", cost="high", score_kind="model"),
+        aliases=(
+            "llm-grader",
+            "llm-rubric",
+            "agent-rubric",
+            "code_judge",
+            "agent_judge",
+            "rubric",
+            "rubrics",
+            "prompt",
+        ),
+    ),
+)

@@ -1,0 +1,120 @@
+"""The ``loop`` grader (deterministic-graders spec, user story 2): thrashing on the same action.
+
+An action is a tool call: its tool name and its argument values. Model calls are judged through the actions
+they ask for, since what an agent does is its tool calls. Two calls are *similar* when they call the same tool
+and the fraction of their argument values that are equal reaches ``similarity_threshold`` (default 0.9).
+Values are compared, not text: arguments are flattened to leaf paths (``filters.page``); numbers, booleans
+and nulls must be equal; strings must be equal after trimming, folding case and collapsing white space. So a
+page number or a cursor that changes makes two calls different (paging is progress), and so does a retry
+with a corrected query. Similarity is ``equal leaves / all leaves`` over the union of paths (two calls with
+no arguments are identical).
+
+A loop is a block of 1 to ``max_cycle_period`` (default 3) consecutive calls that repeats back to back,
+each call similar to the one a period before it (A A A A, or A B A B A B), more than ``max_repeats`` times
+(default 3) in a row. Model calls between the tool calls do not break a repetition. Calls whose results are
+captured and change from one repetition to the next are progress (polling that moves on, retries that now
+succeed), not a loop: a repetition counts only while the results stay the same or were not captured.
+
+``tools`` (regexes, unanchored) limits the check to matching tools. The score is 1 without loops, else
+``max_repeats / longest repetition``. Evidence lists each loop's span ids and the similarity of each call
+to the one a period before it. Arguments not captured: not evaluable (nothing to compare).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field, field_validator
+
+from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
+from trajgrade.core.graders.loop_search import find_loops, flatten
+from trajgrade.core.patterns import compile_pattern, search
+from trajgrade.core.trajectory.model import Trajectory
+
+__all__ = ["SPECS"]
+
+
+class LoopConfig(GraderConfig):
+    max_repeats: Annotated[int, Field(ge=1, strict=True)] = 3
+    similarity_threshold: Annotated[float, Field(gt=0, le=1)] = 0.9
+    tools: tuple[str, ...] | None = None
+    max_cycle_period: Annotated[int, Field(ge=1, le=10, strict=True)] = 3
+
+    @field_validator("tools")
+    @classmethod
+    def _regexes(cls, tools: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for pattern in tools or ():
+            compile_pattern(pattern)
+        return tools
+
+
+def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
+    calls = [s for s in t.tool_steps if s.tool is not None]
+    if c.tools:
+        calls = [s for s in calls if s.tool is not None and any(search(p, s.tool.name) for p in c.tools)]
+    if calls and not any(s.tool is not None and s.tool.arguments_captured for s in calls):
+        return not_evaluable(
+            name, "loop", "tool arguments were not captured (enable content capture)", limit=c.max_repeats
+        )
+    leaves = [flatten(s.tool.arguments if s.tool is not None else None) for s in calls]
+    loops = find_loops(calls, leaves, c.max_repeats, c.similarity_threshold, c.max_cycle_period)
+    if not loops:
+        text = f"no action repeated more than {c.max_repeats} times in a row ({len(calls)} tool calls checked)"
+        return GraderResult(
+            name=name,
+            type="loop",
+            status="pass",
+            score=1.0,
+            explanation=text,
+            value=0,
+            limit=c.max_repeats,
+            evidence=(Evidence(text),),
+            details={"loops": []},
+        )
+    evidence: list[Evidence] = []
+    details: list[dict[str, Any]] = []
+    longest = 0
+    for start, end, period, sims in loops:
+        block = calls[start:end]
+        repeats = (end - start) // period
+        longest = max(longest, repeats)
+        names = " -> ".join(s.tool.name for s in block[:period] if s.tool is not None)
+        scores = ", ".join(f"{s:.2f}" for s in sims)
+        evidence.append(
+            Evidence(
+                f"{names} repeated {repeats} times in a row (period {period}, max {c.max_repeats}); "
+                f"similarity to the call a period before: [{scores}]",
+                tuple(s.span_id for s in block),
+            )
+        )
+        details.append(
+            {
+                "tools": names,
+                "period": period,
+                "repeats": repeats,
+                "span_ids": [s.span_id for s in block],
+                "similarities": [round(s, 4) for s in sims],
+            }
+        )
+    return GraderResult(
+        name=name,
+        type="loop",
+        status="fail",
+        score=c.max_repeats / longest,
+        explanation=f"loop detected: {evidence[0].description}",
+        value=longest,
+        limit=c.max_repeats,
+        evidence=tuple(evidence),
+        details={"loops": details},
+    )
+
+
+SPECS = (
+    GraderSpec(
+        "loop",
+        LoopConfig,
+        loop,
+        "no action (tool + argument values) repeated more than max_repeats times",
+        needs=("tool_arguments",),
+    ),
+)

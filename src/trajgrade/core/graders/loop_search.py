@@ -1,0 +1,136 @@
+"""How the ``loop`` grader finds repetitions: arguments flattened to leaves, their similarity, and the search
+for blocks of calls repeated back to back (the rules are in ``loop.py``'s docstring).
+
+This module has no pydantic model and no config: it is compiled with mypyc at install (``setup.py``), as
+it runs on every tool call of every run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from trajgrade.core.trajectory.model import Step
+
+__all__ = ["find_loops", "flatten", "similarity"]
+
+_MAX_LEAVES = 256
+
+
+def _leaves(value: Any, path: str = "", out: dict[str, Any] | None = None) -> dict[str, Any]:
+    out = {} if out is None else out
+    if len(out) >= _MAX_LEAVES:
+        return out
+    if isinstance(value, dict):
+        if not value:
+            out[path] = "{}"
+        for k, v in value.items():
+            _leaves(v, f"{path}.{k}" if path else str(k), out)
+    elif isinstance(value, list | tuple):
+        if not value:
+            out[path] = "[]"
+        for i, v in enumerate(value):
+            _leaves(v, f"{path}[{i}]", out)
+    elif isinstance(value, str):
+        out[path] = " ".join(value.split()).casefold()  # runs of whitespace as one space
+    else:
+        out[path] = value if not isinstance(value, float) or not value.is_integer() else int(value)
+    return out
+
+
+def flatten(arguments: Any) -> dict[str, Any]:
+    """``_leaves(arguments)``, without recursion for the usual case: a flat object of scalars."""
+    if type(arguments) is not dict or not 0 < len(arguments) <= _MAX_LEAVES:
+        return _leaves(arguments)
+    out: dict[str, Any] = {}
+    for k, v in arguments.items():
+        t = type(v)
+        if t is str:
+            out[k if type(k) is str else str(k)] = " ".join(v.split()).casefold()
+        elif t is int or t is bool or v is None:
+            out[k if type(k) is str else str(k)] = v
+        elif t is float:
+            out[k if type(k) is str else str(k)] = int(v) if v.is_integer() else v
+        else:
+            return _leaves(arguments)
+    return out
+
+
+def similarity(a: dict[str, Any], b: dict[str, Any]) -> float:
+    """Fraction of equal leaf values over the union of leaf paths of two flattened argument sets."""
+    if not a and not b:
+        return 1.0
+    shared = equal = 0
+    for k, v in a.items():
+        if k in b:
+            shared += 1
+            w = b[k]
+            if w == v and type(w) is type(v):
+                equal += 1
+    return equal / (len(a) + len(b) - shared)
+
+
+def _result_key(step: Step) -> bytes | None:
+    """A digest of the whole result (keys sorted), so that results differing anywhere count as progress."""
+    if step.tool is None or not step.tool.result_captured:
+        return None
+    try:
+        text = json.dumps(step.tool.result, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        text = str(step.tool.result)
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def find_loops(
+    calls: Sequence[Step], leaves: Sequence[dict[str, Any]], max_repeats: int, threshold: float, max_period: int
+) -> list[tuple[int, int, int, list[float]]]:
+    """(start, end, period, similarities) of every repetition longer than max_repeats, longest first."""
+    found: list[tuple[int, int, int, list[float]]] = []
+    n = len(calls)
+    results: list[bytes | None | bool] = [False] * n  # computed on first use: most pairs never get that far
+
+    def result(k: int) -> bytes | None:
+        if results[k] is False:
+            results[k] = _result_key(calls[k])
+        return results[k]  # type: ignore[return-value]
+
+    for period in range(1, max_period + 1):
+        i = period
+        while i < n:
+            start = i - period
+            sims: list[float] = []
+            j = i
+            while j < n:
+                a, b = calls[j], calls[j - period]
+                if a.tool is None or b.tool is None or a.tool.name != b.tool.name:
+                    break
+                sim = similarity(leaves[j], leaves[j - period])
+                if sim < threshold:
+                    break
+                ra, rb = result(j), result(j - period)
+                if ra is not None and rb is not None and ra != rb:
+                    break  # the outcome changed: progress
+                sims.append(sim)
+                j += 1
+            matched = j - i
+            repeats = (matched + period) // period  # whole blocks, the first included
+            if repeats > max_repeats and (period == 1 or not _is_shorter_cycle(calls, leaves, start, period)):
+                found.append((start, start + repeats * period, period, sims[: repeats * period - period]))
+            i = max(j, i + 1) if matched else i + 1
+    found.sort(key=lambda f: (-(f[1] - f[0]), f[0]))
+    kept: list[tuple[int, int, int, list[float]]] = []
+    for f in found:
+        if not any(k[0] <= f[0] and f[1] <= k[1] for k in kept):
+            kept.append(f)
+    return kept
+
+
+def _is_shorter_cycle(calls: Sequence[Step], leaves: Sequence[dict[str, Any]], start: int, period: int) -> bool:
+    """A block of period p that is itself a repetition of a shorter period is reported at that period."""
+    block = [
+        (s.tool.name if s.tool else None, a)
+        for s, a in zip(calls[start : start + period], leaves[start:], strict=False)
+    ]
+    return any(period % q == 0 and all(block[k] == block[k % q] for k in range(period)) for q in range(1, period))

@@ -1,0 +1,229 @@
+"""``max-repeat`` and ``loop-outcome``: the same action repeated back to back.
+
+An action is a tool call; ``match`` says when two calls are the same action:
+
+- ``observation`` (max-repeat's default): the same tool and the same result (the same thing seen again);
+- ``name``: the same tool, whatever its arguments and result;
+- ``name-args`` (loop-outcome's default): the same tool with deep-equal arguments.
+
+Different tools are never the same action. Values compare as JSON does: objects by keys in any order,
+``1`` equals ``1.0``, ``true`` does not equal ``1``, strings exactly (no case or space folding: that is the
+``loop`` grader's similarity, not these graders' equality). ``tools`` (regexes, unanchored) limits both
+graders to the matching tools; other calls and model calls between them do not break a repetition. With
+``max_cycle_period`` p (1 .. 10, default 1) a block of up to p calls repeated back to back (A B A B A B) is a
+repetition of that block, counted in whole blocks; the shortest block is reported.
+
+- ``max-repeat`` fails when an action (or block) occurs more than ``max`` times in a row: with ``max: 3``,
+  three identical calls pass and a fourth fails.
+- ``loop-outcome``: a run of N identical calls is N - 1 retries, and more than ``max_acceptable_retries``
+  retries is a loop. The grader passes when the outcome is the expected one: no loop with ``should_loop:
+  false`` (the default: the agent should recognise a dead end and stop), a loop with ``should_loop: true``.
+
+Both are pass/fail (score 1 or 0); ``value`` is the longest repetition (max-repeat) or its retries
+(loop-outcome). Evidence names the repeated calls' spans.
+
+Where the seeds are silent: an ``observation`` of a failed call whose result was not captured is its
+error (type and message), so the same failure seen again is the same observation. When ``match`` needs
+arguments or results the spans did not capture, those calls count as different from every other: if the
+repetitions found without them already decide the verdict it stands, else the run is not evaluable.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator
+
+from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
+from trajgrade.core.patterns import compile_pattern, search
+from trajgrade.core.trajectory.model import Step, Trajectory
+
+__all__ = ["SPECS", "json_equal", "longest_repetition"]
+
+Match = Literal["observation", "name", "name-args"]
+
+
+class _RepeatConfig(GraderConfig):
+    tools: tuple[str, ...] | None = None
+    max_cycle_period: Annotated[int, Field(ge=1, le=10, strict=True)] = 1
+
+    @field_validator("tools")
+    @classmethod
+    def _regexes(cls, tools: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if tools is not None and not tools:
+            raise ValueError("tools must list at least one regex (omit it to watch every tool)")
+        for pattern in tools or ():
+            if not pattern:
+                raise ValueError("an empty regex matches every tool; omit tools instead")
+            compile_pattern(pattern)
+        return tools
+
+
+class MaxRepeatConfig(_RepeatConfig):
+    max: Annotated[int, Field(ge=1, strict=True)]
+    match: Match = "observation"
+
+
+class LoopOutcomeConfig(_RepeatConfig):
+    should_loop: bool = False
+    max_acceptable_retries: Annotated[int, Field(ge=0, strict=True)]
+    match: Match = "name-args"
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Deep equality of JSON values: key order ignored, ``1`` equals ``1.0``, ``true`` is not ``1``.
+
+    Python's ``==`` already ignores key order and equates 1 and 1.0; it only goes too far in equating booleans
+    with numbers, so a structural walk is needed only when ``==`` says equal. Keys stay references to the
+    parsed values: nothing is built per call, which keeps long runs cheap for the garbage collector.
+    """
+    if a != b:
+        return False
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b)
+    if isinstance(a, dict):
+        return all(json_equal(v, b[k]) for k, v in a.items())
+    if isinstance(a, list | tuple):
+        return all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    return True
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return a[0] == b[0] and json_equal(a[1], b[1])
+    return a == b
+
+
+class _Unknown:
+    """The key of a call whose deciding data was not captured: equal to nothing but itself."""
+
+
+def _key(step: Step, match: Match) -> object:
+    tool = step.tool
+    assert tool is not None
+    if match == "name":
+        return tool.name
+    if match == "name-args":
+        return (tool.name, tool.arguments) if tool.arguments_captured else _Unknown()
+    if tool.result_captured:
+        return (tool.name, tool.result)
+    if step.failed:
+        return (tool.name, ("error", step.error_type, step.error_message))
+    return _Unknown()
+
+
+def longest_repetition(
+    keys: Sequence[object], max_period: int, same: Callable[[object, object], bool] = operator.eq
+) -> tuple[int, int, int]:
+    """(occurrences, start index, period) of the longest back-to-back repetition of a block of keys.
+
+    Whole blocks are counted; on a tie the shorter period (then the earlier start) wins.
+    """
+    best = (1 if keys else 0, 0, 1)
+    for period in range(1, max_period + 1):
+        matched = 0
+        for i in range(period, len(keys)):
+            if same(keys[i], keys[i - period]):
+                matched += 1
+                occurrences = (matched + period) // period
+                if occurrences > best[0]:
+                    best = (occurrences, i - matched - period + 1, period)
+            else:
+                matched = 0
+    return best
+
+
+def _repetition(t: Trajectory, c: MaxRepeatConfig | LoopOutcomeConfig) -> tuple[int, int, list[Step], int]:
+    """(occurrences, period, the repeated calls, calls whose key is unknown) over the watched calls."""
+    calls = [s for s in t.tool_steps if s.tool is not None]
+    if c.tools:
+        calls = [s for s in calls if s.tool is not None and any(search(p, s.tool.name) for p in c.tools)]
+    keys = [_key(s, c.match) for s in calls]
+    unknown = sum(isinstance(k, _Unknown) for k in keys)
+    occurrences, start, period = longest_repetition(keys, c.max_cycle_period, _same)
+    return occurrences, period, calls[start : start + occurrences * period], unknown
+
+
+def _describe(occurrences: int, period: int, steps: list[Step]) -> str:
+    if not steps:
+        return "no tool calls"
+    names = [s.tool.name for s in steps[:period] if s.tool is not None]
+    what = names[0] if period == 1 else "[" + ", ".join(names) + "]"
+    return f"{what} once" if occurrences == 1 else f"{what} {occurrences} times in a row"
+
+
+def _missing(match: Match, unknown: int) -> str:
+    data = "results" if match == "observation" else "arguments"
+    return f"match: {match}, but the spans did not capture the {data} of {unknown} watched tool call(s)"
+
+
+def max_repeat(t: Trajectory, c: MaxRepeatConfig, name: str) -> GraderResult:
+    occurrences, period, steps, unknown = _repetition(t, c)
+    ok = occurrences <= c.max
+    text = f"{_describe(occurrences, period, steps)} (match: {c.match}, max {c.max})"
+    if ok and unknown:
+        return not_evaluable(name, "max-repeat", _missing(c.match, unknown), value=occurrences, limit=c.max)
+    return GraderResult(
+        name=name,
+        type="max-repeat",
+        status="pass" if ok else "fail",
+        score=1.0 if ok else 0.0,
+        explanation=f"longest repetition: {text}" if ok else f"repeated more than {c.max} times: {text}",
+        value=occurrences,
+        limit=c.max,
+        evidence=(Evidence(text, tuple(s.span_id for s in steps) if occurrences > 1 else ()),),
+        details={"value": occurrences, "max": c.max, "period": period, "match": c.match},
+    )
+
+
+def loop_outcome(t: Trajectory, c: LoopOutcomeConfig, name: str) -> GraderResult:
+    occurrences, period, steps, unknown = _repetition(t, c)
+    retries = max(0, occurrences - 1)
+    limit = c.max_acceptable_retries
+    looped = retries > limit
+    ok = looped == c.should_loop
+    if unknown and not looped:  # an undecided call could only lengthen a repetition
+        return not_evaluable(name, "loop-outcome", _missing(c.match, unknown), value=retries, limit=limit)
+    outcome = (
+        f"a loop ({retries} retries > {limit} acceptable)" if looped else f"no loop ({retries} retries <= {limit})"
+    )
+    expected = "a loop was expected (should_loop: true)" if c.should_loop else "the agent should stop retrying"
+    text = f"{outcome}: {_describe(occurrences, period, steps)} (match: {c.match})"
+    return GraderResult(
+        name=name,
+        type="loop-outcome",
+        status="pass" if ok else "fail",
+        score=1.0 if ok else 0.0,
+        explanation=f"{text}; {expected}",
+        value=retries,
+        limit=limit,
+        evidence=(Evidence(text, tuple(s.span_id for s in steps) if retries else ()),),
+        details={
+            "retries": retries,
+            "max_acceptable_retries": limit,
+            "should_loop": c.should_loop,
+            "looped": looped,
+            "period": period,
+            "match": c.match,
+        },
+    )
+
+
+SPECS = (
+    GraderSpec(
+        "max-repeat",
+        MaxRepeatConfig,
+        max_repeat,
+        "no action (observation, name or name + args) repeated more than max times in a row",
+        needs=("tool_results", "tool_arguments"),
+    ),
+    GraderSpec(
+        "loop-outcome",
+        LoopOutcomeConfig,
+        loop_outcome,
+        "retries of the same call within max_acceptable_retries (or beyond it, with should_loop: true)",
+        needs=("tool_arguments", "tool_results"),
+    ),
+)

@@ -1,0 +1,218 @@
+"""The metric-threshold graders: token-budget, tool-call-count, turn-count, error-count, wall-time, step-count.
+
+Each checks one number of the run against ``max`` (a finite non-negative integer; wall-time takes a
+duration string such as "30s", "2m", "1h"). Within budget the score is 1; over it the score degrades
+linearly, ``max(0, 1 - (value - max) / max(max, 1))``. Result metadata is ``{value, max}``.
+
+What counts:
+
+- token-budget: input + output tokens over the run's LLM calls. No token counts at all: not evaluable.
+  Some LLM calls without counts: the sum is a lower bound, so a sum over the limit fails and a sum within
+  it is not evaluable.
+- tool-call-count: tool executions, failed ones included; with ``tools`` (regexes, unanchored) only those
+  whose name matches one of them.
+- turn-count: model calls (one per LLM-call span, failed ones included).
+- error-count: spans of the run with status ERROR (LLM calls, tool calls, agents, the root).
+- wall-time: the root span's duration.
+- step-count: steps of the run (LLM calls + tool calls); ``min`` and/or ``max`` (the choice here, since the
+  seed lists it without fields: a step is what ``trajgrade trajectory`` lists as a step).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Annotated, Any
+
+from pydantic import Field, field_validator, model_validator
+
+from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, linear_score, not_evaluable
+from trajgrade.core.patterns import compile_pattern, search
+from trajgrade.core.trajectory.model import Trajectory
+
+__all__ = ["SPECS", "parse_duration"]
+
+NonNegativeInt = Annotated[int, Field(ge=0, strict=True)]
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a duration string ("250ms", "30s", "2m", "1h"); the unit is required."""
+    m = _DURATION.match(text)
+    if not m:
+        raise ValueError(f"{text!r} is not a duration: use a number with a unit, such as '30s', '2m' or '1h'")
+    return float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+
+
+class MaxConfig(GraderConfig):
+    max: NonNegativeInt
+
+
+class ToolCallCountConfig(MaxConfig):
+    tools: tuple[str, ...] | None = None
+
+    @field_validator("tools")
+    @classmethod
+    def _regexes(cls, tools: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if tools is not None:
+            if not tools:
+                raise ValueError("tools must list at least one regex (omit it to count every tool)")
+            for pattern in tools:
+                if not pattern:
+                    raise ValueError("an empty regex matches every tool; omit tools instead")
+                compile_pattern(pattern)
+        return tools
+
+
+class WallTimeConfig(GraderConfig):
+    max: str
+
+    @field_validator("max")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        parse_duration(value)
+        return value
+
+
+class StepCountConfig(GraderConfig):
+    max: NonNegativeInt | None = None
+    min: NonNegativeInt | None = None
+
+    @model_validator(mode="after")
+    def _bounds(self) -> StepCountConfig:
+        if self.max is None and self.min is None:
+            raise ValueError("step-count needs max, min or both")
+        if self.max is not None and self.min is not None and self.min > self.max:
+            raise ValueError("min must be <= max")
+        return self
+
+
+def _threshold(
+    name: str,
+    type_: str,
+    value: float,
+    limit: float,
+    unit: str,
+    shown_limit: Any = None,
+    evidence_spans: tuple[str, ...] = (),
+) -> GraderResult:
+    shown = shown_limit if shown_limit is not None else _fmt(limit)
+    score = linear_score(value, limit)
+    if value <= limit:
+        text = f"{_fmt(value)}{unit} (within budget of {shown})"
+    else:
+        text = f"{_fmt(value)}{unit} exceeds max of {shown}"
+    return GraderResult(
+        name=name,
+        type=type_,
+        status="pass" if value <= limit else "fail",
+        score=score,
+        explanation=text,
+        value=value,
+        limit=shown_limit if shown_limit is not None else limit,
+        evidence=(Evidence(text, evidence_spans),),
+        details={"value": value, "max": shown_limit if shown_limit is not None else limit},
+    )
+
+
+def _fmt(number: float) -> str:
+    return str(int(number)) if float(number).is_integer() else f"{number:.3g}"
+
+
+def token_budget(t: Trajectory, c: MaxConfig, name: str) -> GraderResult:
+    s = t.summary
+    if s.total_tokens is None:
+        return not_evaluable(name, "token-budget", "no span of this run carries token counts", limit=c.max)
+    if s.llm_calls_without_usage and s.total_tokens <= c.max:
+        return not_evaluable(
+            name,
+            "token-budget",
+            f"{s.llm_calls_without_usage} of {s.llm_calls} LLM calls carry no token counts; "
+            f"the {s.total_tokens} tokens counted are a lower bound within the max of {c.max}",
+            value=s.total_tokens,
+            limit=c.max,
+        )
+    result = _threshold(name, "token-budget", s.total_tokens, c.max, " tokens")
+    note = failed_requests_note(t)
+    return replace(result, explanation=result.explanation + note) if note else result
+
+
+def failed_requests_note(t: Trajectory) -> str:
+    """What a token count includes for the run's failed model requests that reported no usage (counted as 0)."""
+    n = t.summary.failed_llm_calls_without_usage
+    return (
+        f"; {n} failed model request(s) reported no usage and count 0 tokens, as the frameworks count them" if n else ""
+    )
+
+
+def tool_call_count(t: Trajectory, c: ToolCallCountConfig, name: str) -> GraderResult:
+    calls = t.tool_steps
+    if c.tools:
+        calls = tuple(s for s in calls if s.tool is not None and any(search(p, s.tool.name) for p in c.tools))
+    over = tuple(s.span_id for s in calls[c.max :])
+    return _threshold(name, "tool-call-count", len(calls), c.max, " tool calls", evidence_spans=over)
+
+
+def turn_count(t: Trajectory, c: MaxConfig, name: str) -> GraderResult:
+    over = tuple(s.span_id for s in t.llm_steps[c.max :])
+    return _threshold(name, "turn-count", t.summary.turns, c.max, " turns", evidence_spans=over)
+
+
+def error_count(t: Trajectory, c: MaxConfig, name: str) -> GraderResult:
+    failed = tuple(s.span_id for s in t.steps if s.failed)
+    return _threshold(name, "error-count", t.summary.errors, c.max, " errors", evidence_spans=failed)
+
+
+def wall_time(t: Trajectory, c: WallTimeConfig, name: str) -> GraderResult:
+    seconds = t.summary.duration_ms / 1000
+    return _threshold(
+        name,
+        "wall-time",
+        round(seconds, 3),
+        parse_duration(c.max),
+        "s",
+        shown_limit=c.max,
+        evidence_spans=(t.root_span_id,),
+    )
+
+
+def step_count(t: Trajectory, c: StepCountConfig, name: str) -> GraderResult:
+    n = len(t.steps)
+    if c.min is not None and n < c.min:
+        text = f"{n} steps is below the min of {c.min}"
+        return GraderResult(
+            name=name,
+            type="step-count",
+            status="fail",
+            score=n / c.min if c.min else 0.0,
+            explanation=text,
+            value=n,
+            limit={"min": c.min, "max": c.max},
+            evidence=(Evidence(text),),
+            details={"value": n, "min": c.min, "max": c.max},
+        )
+    if c.max is None:
+        text = f"{n} steps (at least the min of {c.min})"
+        return GraderResult(
+            name=name,
+            type="step-count",
+            status="pass",
+            score=1.0,
+            explanation=text,
+            value=n,
+            limit={"min": c.min},
+            evidence=(Evidence(text),),
+            details={"value": n, "min": c.min},
+        )
+    return _threshold(name, "step-count", n, c.max, " steps", evidence_spans=tuple(s.span_id for s in t.steps[c.max :]))
+
+
+SPECS = (
+    GraderSpec("token-budget", MaxConfig, token_budget, "total tokens (input + output) <= max", needs=("tokens",)),
+    GraderSpec("tool-call-count", ToolCallCountConfig, tool_call_count, "tool calls (optionally of `tools`) <= max"),
+    GraderSpec("turn-count", MaxConfig, turn_count, "agent turns (model calls) <= max"),
+    GraderSpec("error-count", MaxConfig, error_count, "spans with status ERROR <= max"),
+    GraderSpec("wall-time", WallTimeConfig, wall_time, "root span duration <= max ('30s', '2m', '1h')"),
+    GraderSpec("step-count", StepCountConfig, step_count, "steps (LLM calls + tool calls) within min/max"),
+)

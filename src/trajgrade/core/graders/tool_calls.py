@@ -1,0 +1,362 @@
+"""The ``tool-calls`` grader: tools that must be called, must not be called, or must be called in order.
+
+``required``, ``disallowed`` and ``sequence`` list matchers; at least one of them must list one, or one of
+the two checks on requests be on: ``requested_run`` (every tool call a model requested ran) and
+``only_requested`` (every tool call that ran was requested by a model call of the run), both known where the
+spans record what the model asked for (see ``Summary.tool_calls_not_run``). A matcher is
+a string (a regex on the tool name) or a ToolMatch: ``name`` (regex, unanchored; ``^x$`` for an exact match),
+``command`` and ``path`` (regexes on those arguments), ``args`` (``{argument: regex}``), ``result`` (regex on
+the result; not on ``sequence`` entries), and on ``required`` entries only ``min_count`` (default 1),
+``final`` (the matching call is the run's last tool call), ``at_step`` (0-based) and ``before_step`` (>= 1:
+steps 0 .. before_step - 1), with ``at_step < before_step`` when both are set.
+
+What counts, as the seed specifies:
+
+- every tool call of the run is a completed invocation (failed ones included: they returned an error);
+- a step is the turn of the model call that asked for the tool; a run with no model call is all step 0;
+- only string arguments are matchable: a number, boolean, object or array counts as absent. An ``args``
+  argument that is absent makes the call a non-match; a ``command`` or ``path`` argument absent from a call
+  whose name matches is a configuration error, reported as ``error`` with ``error.type`` ``config_error``
+  (it is only known once a trace is seen; every call is checked, so the error does not depend on the order);
+- a required matcher is met by ``min_count`` matching calls (in the step when a step is set); a disallowed
+  matcher is violated by any matching call; the sequence must match an ordered subsequence of distinct calls.
+- verdict and score are binary, as in the seed's system: 1 when every check holds, else 0. The counts of
+  checks met are in ``value`` / ``limit`` and ``details.checks``.
+
+Where the seed is silent:
+
+- ``final`` with ``min_count``: at least ``min_count`` matching calls, and the run's last tool call is one
+  of them. ``min_count``/``final`` on ``disallowed`` or ``sequence`` entries are configuration errors, like
+  ``at_step``/``before_step``; so is an empty ``name`` (it matches every tool: write ``.`` for that).
+- a non-string result is matched as JSON, in compact form (as ``JSON.stringify`` writes it) and with spaces
+  after separators (as Python's ``json.dumps`` writes it): either matching counts, since a result parsed
+  from a span's JSON text has lost its original spacing.
+- arguments or results the spans did not capture: a call whose name matches and whose missing data decides
+  the match is "unknown". A check is decided without the unknown calls when it can be (a required matcher
+  already met, a disallowed one already violated, a sequence met or impossible even if every unknown call
+  matched); otherwise the run is not evaluable, naming the calls. A failing check decides the verdict.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, Taxonomy, not_evaluable
+from trajgrade.core.patterns import compile_pattern, search
+from trajgrade.core.trajectory.model import Step, Trajectory
+
+__all__ = ["SPECS", "ToolCallsConfig", "ToolMatch"]
+
+_REQUIRED_ONLY = ("min_count", "final", "at_step", "before_step")
+Verdict = Literal["met", "unmet", "unknown"]
+Match = bool | None  # None: the call's name matches but the data that decides the rest was not captured
+
+
+def _regex(pattern: str, field: str) -> str:
+    if not pattern and field == "name":
+        raise ValueError("name: an empty regex matches every tool (write '.' to mean any tool)")
+    try:
+        compile_pattern(pattern)
+    except ValueError as e:
+        raise ValueError(f"{field}: {e}") from None
+    return pattern
+
+
+class ToolMatch(GraderConfig):
+    name: str
+    command: str | None = None
+    path: str | None = None
+    args: dict[str, str] | None = None
+    result: str | None = None
+    min_count: Annotated[int, Field(ge=1, strict=True)] | None = None
+    final: bool | None = None
+    at_step: Annotated[int, Field(ge=0, strict=True)] | None = None
+    before_step: Annotated[int, Field(ge=1, strict=True)] | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> ToolMatch:
+        _regex(self.name, "name")
+        for field in ("command", "path", "result"):
+            value = getattr(self, field)
+            if value is not None:
+                _regex(value, field)
+        for arg, pattern in (self.args or {}).items():
+            _regex(pattern, f"args.{arg}")
+        if self.at_step is not None and self.before_step is not None and self.at_step >= self.before_step:
+            raise ValueError(
+                f"at_step ({self.at_step}) must be less than before_step ({self.before_step}): no step satisfies both"
+            )
+        return self
+
+    def label(self) -> str:
+        extras = [f"{k}={v!r}" for k in ("command", "path", "result") if (v := getattr(self, k)) is not None]
+        extras += [f"args.{k}={v!r}" for k, v in (self.args or {}).items()]
+        return f"{self.name!r}" + (f" ({', '.join(extras)})" if extras else "")
+
+
+class ToolCallsConfig(GraderConfig):
+    required: tuple[ToolMatch, ...] | None = None
+    disallowed: tuple[ToolMatch, ...] | None = None
+    sequence: tuple[ToolMatch, ...] | None = None
+    requested_run: bool = False
+    only_requested: bool = False
+
+    @field_validator("required", "disallowed", "sequence", mode="before")
+    @classmethod
+    def _shorthand(cls, entries: Any) -> Any:
+        """A plain string is shorthand for ``{name: ...}``."""
+        if entries is None:
+            return None
+        if not isinstance(entries, list | tuple):
+            raise ValueError("expected a list of tool names (regexes) or ToolMatch entries ({name, ...})")
+        for i, e in enumerate(entries):
+            if not isinstance(e, str | dict | ToolMatch):
+                raise ValueError(f"entry {i}: expected a tool name (a regex) or a ToolMatch {{name, ...}}, got {e!r}")
+        return [{"name": e} if isinstance(e, str) else e for e in entries]
+
+    @model_validator(mode="after")
+    def _rules(self) -> ToolCallsConfig:
+        if not (self.required or self.disallowed or self.sequence or self.requested_run or self.only_requested):
+            raise ValueError(
+                "at least one of required, disallowed or sequence must be provided (and not empty), "
+                "or requested_run / only_requested be true"
+            )
+        for list_name in ("disallowed", "sequence"):
+            for i, entry in enumerate(getattr(self, list_name) or ()):
+                used = [f for f in _REQUIRED_ONLY if getattr(entry, f) is not None]
+                if used:
+                    raise ValueError(f"{list_name}[{i}]: {', '.join(used)} is allowed on required entries only")
+                if list_name == "sequence" and entry.result is not None:
+                    raise ValueError(
+                        f"sequence[{i}]: result is not supported on sequence entries "
+                        "(they match when the tool is called, before its result is known)"
+                    )
+        return self
+
+
+class _ConfigProblem(Exception):
+    """A command/path matcher met a call whose name matches but that lacks that argument."""
+
+
+def _string_arg(arguments: Any, key: str) -> str | None:
+    value = arguments.get(key) if isinstance(arguments, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _result_texts(result: Any) -> tuple[str, ...]:
+    if isinstance(result, str):
+        return (result,)
+    try:
+        compact = json.dumps(result, separators=(",", ":"), ensure_ascii=False, default=str)
+        return (compact, json.dumps(result, ensure_ascii=False, default=str))
+    except (TypeError, ValueError):
+        return (str(result),)
+
+
+def _match(m: ToolMatch, step: Step) -> Match:
+    """True / False, or None when the call's name matches and the rest depends on data not captured."""
+    tool = step.tool
+    if tool is None or not search(m.name, tool.name):
+        return False
+    unknown = False
+    if m.command is not None or m.path is not None or m.args:
+        if not tool.arguments_captured:
+            unknown = True
+        else:
+            for key in ("command", "path"):
+                pattern = getattr(m, key)
+                if pattern is None:
+                    continue
+                value = _string_arg(tool.arguments, key)
+                if value is None:
+                    raise _ConfigProblem(
+                        f"{key} matcher on {tool.name!r}, but call {step.span_id} has no string {key!r} argument "
+                        f"(use args: {{{key}: ...}} to match across tools that may lack it)"
+                    )
+                if not search(pattern, value):
+                    return False
+            for key, pattern in (m.args or {}).items():
+                value = _string_arg(tool.arguments, key)
+                if value is None or not search(pattern, value):
+                    return False
+    if m.result is not None:
+        if not tool.result_captured:
+            unknown = True
+        elif not any(search(m.result, text) for text in _result_texts(tool.result)):
+            return False
+    return None if unknown else True
+
+
+def _row(m: ToolMatch, calls: list[Step]) -> list[Match]:
+    """``_match`` of one matcher against every call; a matcher of the name alone is decided once per tool name."""
+    if m.command is not None or m.path is not None or m.args or m.result is not None:
+        return [_match(m, s) for s in calls]
+    by_name: dict[str | None, Match] = {}
+    for s in calls:
+        name = s.tool.name if s.tool is not None else None
+        if name not in by_name:
+            by_name[name] = _match(m, s)
+    return [by_name[s.tool.name if s.tool is not None else None] for s in calls]
+
+
+def _in_step(m: ToolMatch, step: Step) -> bool:
+    if m.at_step is not None and step.turn != m.at_step:
+        return False
+    return m.before_step is None or step.turn < m.before_step
+
+
+def _ids(steps: list[Step]) -> tuple[str, ...]:
+    return tuple(s.span_id for s in steps)
+
+
+def _required(m: ToolMatch, calls: list[Step], row: list[Match]) -> tuple[Verdict, Evidence, list[Step]]:
+    sure = [s for s, ok in zip(calls, row, strict=True) if ok is True and _in_step(m, s)]
+    maybe = [s for s, ok in zip(calls, row, strict=True) if ok is None and _in_step(m, s)]
+    need = m.min_count or 1
+    where = "".join(
+        (
+            f" in step {m.at_step}" if m.at_step is not None else "",
+            f" before step {m.before_step}" if m.before_step is not None else "",
+            " as the final tool call" if m.final else "",
+        )
+    )
+    last = calls[-1] if calls else None
+    last_sure = last is not None and last in sure
+    last_maybe = last is not None and last in maybe
+    label = f"required {m.label()}{where}"
+    found = f"{len(sure)} matching call(s)" + (f" of the {need} needed" if need > 1 else "")
+    if len(sure) >= need and (not m.final or last_sure):
+        return "met", Evidence(f"{label}: {found}", _ids(sure)), []
+    if len(sure) + len(maybe) >= need and (not m.final or last_sure or last_maybe):
+        return "unknown", Evidence(f"{label}: {found}, {len(maybe)} undecided", _ids(sure + maybe)), maybe
+    if m.final and len(sure) >= need and last is not None:
+        text = (
+            f"{label}: {found}, but the last tool call is {last.tool.name if last.tool else '?'} (span {last.span_id})"
+        )
+        return "unmet", Evidence(text, _ids([*sure, last])), []
+    return "unmet", Evidence(f"{label}: {found}" if sure else f"{label}: no matching call", _ids(sure)), []
+
+
+def _disallowed(m: ToolMatch, calls: list[Step], row: list[Match]) -> tuple[Verdict, Evidence, list[Step]]:
+    sure = [s for s, ok in zip(calls, row, strict=True) if ok is True]
+    maybe = [s for s, ok in zip(calls, row, strict=True) if ok is None]
+    if sure:
+        return "unmet", Evidence(f"disallowed {m.label()}: called {len(sure)} time(s)", _ids(sure)), []
+    if maybe:
+        return "unknown", Evidence(f"disallowed {m.label()}: {len(maybe)} call(s) undecided", _ids(maybe)), maybe
+    return "met", Evidence(f"disallowed {m.label()}: not called"), []
+
+
+def _subsequence(rows: list[list[Match]], accept: tuple[Match, ...]) -> tuple[int, list[int]]:
+    """Greedy leftmost match of each entry in order (optimal for subsequences): entries matched, positions."""
+    positions: list[int] = []
+    j = 0
+    for row in rows:
+        while j < len(row) and row[j] not in accept:
+            j += 1
+        if j == len(row):
+            break
+        positions.append(j)
+        j += 1
+    return len(positions), positions
+
+
+def _sequence(
+    entries: tuple[ToolMatch, ...], calls: list[Step], rows: list[list[Match]]
+) -> tuple[Verdict, Evidence, list[Step]]:
+    labels = " -> ".join(m.label() for m in entries)
+    done, positions = _subsequence(rows, (True,))
+    if done == len(entries):
+        return "met", Evidence(f"sequence {labels}: satisfied in order", _ids([calls[p] for p in positions])), []
+    possible, _ = _subsequence(rows, (True, None))
+    matched = _ids([calls[p] for p in positions])
+    if possible == len(entries):
+        maybe = [s for k, s in enumerate(calls) if any(row[k] is None for row in rows)]
+        return "unknown", Evidence(f"sequence {labels}: {done} of {len(entries)} matched in order", matched), maybe
+    missing = entries[done]
+    text = (
+        f"sequence {labels}: {missing.label()} (entry {done}) not found after the previous entries "
+        f"({done} of {len(entries)} matched in order)"
+    )
+    return "unmet", Evidence(text, matched), []
+
+
+def _names_check(names: tuple[str, ...], what: str, ok: str) -> tuple[Verdict, Evidence, list[Step]]:
+    if names:
+        return "unmet", Evidence(f"{len(names)} tool call(s) {what}: {', '.join(names)}"), []
+    return "met", Evidence(ok), []
+
+
+def tool_calls(t: Trajectory, c: ToolCallsConfig, name: str) -> GraderResult:
+    calls = [s for s in t.tool_steps if s.tool is not None]
+    try:  # every matcher against every call, so a configuration problem never depends on the verdict
+        required = [_row(m, calls) for m in c.required or ()]
+        disallowed = [_row(m, calls) for m in c.disallowed or ()]
+        sequence = [_row(m, calls) for m in c.sequence or ()]
+    except _ConfigProblem as e:
+        return GraderResult(
+            name=name,
+            type="tool-calls",
+            status="error",
+            score=0.0,
+            explanation=f"configuration error: {e}",
+            error_type="config_error",
+        )
+    checks = [_required(m, calls, row) for m, row in zip(c.required or (), required, strict=True)]
+    checks += [_disallowed(m, calls, row) for m, row in zip(c.disallowed or (), disallowed, strict=True)]
+    if c.sequence:
+        checks.append(_sequence(c.sequence, calls, sequence))
+    if c.requested_run:
+        checks.append(_names_check(t.summary.tool_calls_not_run, "requested but never ran", "every requested call ran"))
+    if c.only_requested:
+        checks.append(
+            _names_check(t.summary.tool_calls_not_requested, "ran without a request", "every call ran on request")
+        )
+    met = sum(v == "met" for v, _, _ in checks)
+    failed = [e.description for v, e, _ in checks if v == "unmet"]
+    details = {"checks": [{"status": v, "description": e.description} for v, e, _ in checks]}
+    if not failed and met < len(checks):
+        undecided = sorted({s.span_id: s for _, _, maybe in checks for s in maybe}.values(), key=lambda s: s.index)
+        what = ", ".join(f"{s.tool.name if s.tool else '?'} (span {s.span_id})" for s in undecided[:5])
+        return not_evaluable(
+            name,
+            "tool-calls",
+            f"{len(checks) - met} of {len(checks)} check(s) depend on tool arguments or results the spans did not "
+            f"capture, of {len(undecided)} call(s): {what}",
+            value=met,
+            limit=len(checks),
+            evidence=tuple(e for _, e, _ in checks),
+            details=details,
+        )
+    passed = not failed
+    explanation = (
+        f"all {len(checks)} check(s) met over {len(calls)} tool call(s)"
+        if passed
+        else f"{len(failed)} of {len(checks)} check(s) not met: " + "; ".join(failed)
+    )
+    return GraderResult(
+        name=name,
+        type="tool-calls",
+        status="pass" if passed else "fail",
+        score=1.0 if passed else 0.0,
+        explanation=explanation,
+        value=met,
+        limit=len(checks),
+        evidence=tuple(e for _, e, _ in checks),
+        details=details,
+    )
+
+
+SPECS = (
+    GraderSpec(
+        "tool-calls",
+        ToolCallsConfig,
+        tool_calls,
+        "required / disallowed / ordered tool calls, with argument and result regexes",
+        taxonomy=Taxonomy(cost="low"),
+        needs=("tool_arguments", "tool_results"),
+    ),
+)

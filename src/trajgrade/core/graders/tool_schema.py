@@ -1,0 +1,275 @@
+"""The ``tool-schema`` grader (deterministic-graders spec, user story 3): approved tools, valid arguments.
+
+- ``allowlist``: tool names the agent may call (exact names); any other tool is a violation.
+- ``blocklist``: tool names it must not call.
+- ``schemas``: a JSON Schema per tool name for its arguments; with ``use_trace_definitions`` (default true)
+  the tool definitions the spans captured (``gen_ai.tool.definitions`` and the dialects' equivalents) are
+  used for tools the config gives no schema for.
+
+Every tool call is checked, nested ones (a tool called inside another tool, or by a sub-agent) included.
+Each violation names the call (tool and span id), the argument (its JSON path) and why. A run with no tool
+calls passes ("no tool calls to check"). A call whose arguments were not captured cannot be checked against
+a schema: when that is the only thing left unknown the result is not evaluable.
+
+Nothing is ever fetched: a schema with a ``$ref`` outside itself (a URL, a file) is refused. In a config that is a
+config error; in a schema the spans carried (which anyone who can send spans chooses), the tool's calls are left
+unchecked and, when nothing else fails, the result is not evaluable and names the reference.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema_rs
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from pydantic import field_validator, model_validator
+from referencing import Registry
+from referencing.exceptions import NoSuchResource
+
+from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
+from trajgrade.core.trajectory.model import Step, Trajectory
+
+__all__ = ["SPECS"]
+
+_MAX_ERRORS_PER_CALL = 5
+
+
+class ToolSchemaConfig(GraderConfig):
+    allowlist: tuple[str, ...] | None = None
+    blocklist: tuple[str, ...] = ()
+    schemas: dict[str, dict[str, Any]] = {}
+    use_trace_definitions: bool = True
+
+    @field_validator("schemas")
+    @classmethod
+    def _valid_schemas(cls, schemas: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for tool, schema in schemas.items():
+            try:
+                Draft202012Validator.check_schema(schema)
+            except SchemaError as e:
+                raise ValueError(f"schemas.{tool} is not a valid JSON Schema: {e.message}") from None
+            remote = _remote_reference(schema)
+            if remote is not None:
+                raise ValueError(f"schemas.{tool} refers outside itself ({remote!r}): trajgrade never fetches a schema")
+        return schemas
+
+    @model_validator(mode="after")
+    def _something_to_check(self) -> ToolSchemaConfig:
+        if self.allowlist is None and not self.blocklist and not self.schemas and not self.use_trace_definitions:
+            raise ValueError("tool-schema needs an allowlist, a blocklist, schemas or use_trace_definitions")
+        both = set(self.allowlist or ()) & set(self.blocklist)
+        if both:
+            raise ValueError(f"{sorted(both)[0]!r} is in both allowlist and blocklist")
+        return self
+
+
+_REFERENCE_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
+
+
+def _remote_reference(schema: Any) -> str | None:
+    """The first reference in ``schema`` that points outside it (anything but ``#...``), or None."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key in _REFERENCE_KEYS:
+                ref = node.get(key)
+                if isinstance(ref, str) and not ref.startswith("#"):
+                    return ref
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return None
+
+
+def _never_retrieve(uri: str) -> Any:
+    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]  # attrs class, unseen by mypy
+
+
+def _never_retrieve_rs(uri: str) -> Any:
+    raise ValueError(f"{uri}: trajgrade never fetches a schema")
+
+
+_NO_FETCH: Registry[Any] = Registry(retrieve=_never_retrieve)  # type: ignore[call-arg]
+
+
+def _path(error: Any) -> str:
+    parts = list(error.absolute_path)
+    if error.validator == "required":
+        return "arguments"
+    return "arguments" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+
+
+def _where(step: Step) -> str:
+    return f"{step.tool.name if step.tool else step.name} (span {step.span_id}, turn {step.turn})"
+
+
+def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
+    calls = [s for s in t.tool_steps if s.tool is not None]
+    if not calls:
+        text = "no tool calls to check"
+        return GraderResult(
+            name=name,
+            type="tool-schema",
+            status="pass",
+            score=1.0,
+            explanation=text,
+            value=0,
+            evidence=(Evidence(text),),
+            details={"checked": 0, "violations": []},
+        )
+    schemas = dict(t.tool_definitions) if c.use_trace_definitions else {}
+    schemas.update(c.schemas)
+    validators, refused = _validators(schemas)
+    violations: list[dict[str, Any]] = []
+    evidence: list[Evidence] = []
+    unchecked: list[str] = []
+    unfetched: list[str] = []
+    for step in calls:
+        assert step.tool is not None
+        tool = step.tool.name
+        if c.allowlist is not None and tool not in c.allowlist:
+            violations.append(
+                {"span_id": step.span_id, "tool": tool, "argument": None, "reason": "not in the allowlist"}
+            )
+            evidence.append(Evidence(f"{_where(step)}: tool not in the allowlist {list(c.allowlist)}", (step.span_id,)))
+        if tool in c.blocklist:
+            violations.append({"span_id": step.span_id, "tool": tool, "argument": None, "reason": "in the blocklist"})
+            evidence.append(Evidence(f"{_where(step)}: tool is in the blocklist", (step.span_id,)))
+        if tool in refused:
+            unfetched.append(f"{_where(step)}: its schema refers to {refused[tool]!r}, which is never fetched")
+            continue
+        validator = validators.get(tool)
+        if validator is None:
+            continue
+        if not step.tool.arguments_captured:
+            unchecked.append(_where(step))
+            continue
+        if validator.is_valid(step.tool.arguments):
+            continue
+        errors = sorted(
+            validator.iter_errors(step.tool.arguments),
+            key=lambda e: ([str(p) for p in e.absolute_path], str(e.validator), e.message),
+        )
+        for error in errors[:_MAX_ERRORS_PER_CALL]:
+            argument = _path(error)
+            violations.append({"span_id": step.span_id, "tool": tool, "argument": argument, "reason": error.message})
+            evidence.append(Evidence(f"{_where(step)}: {argument}: {error.message}", (step.span_id,)))
+    checked = len(calls) - len(unchecked) - len(unfetched)
+    if not violations and (unchecked or unfetched):
+        why = [f"{len(unfetched)} call(s) not checked: {'; '.join(unfetched[:3])}"] if unfetched else []
+        if unchecked:
+            why.append(f"arguments not captured for {len(unchecked)} call(s) with a schema: {', '.join(unchecked[:3])}")
+        return not_evaluable(
+            name, "tool-schema", "; ".join(why), details={"checked": checked, "unchecked": len(calls) - checked}
+        )
+    if violations:
+        shown = "; ".join(e.description for e in evidence[:3]) + ("; ..." if len(evidence) > 3 else "")
+        explanation = f"{len(violations)} violation(s) in {len(calls)} tool call(s): {shown}"
+        score = 1 - len({v["span_id"] for v in violations}) / len(calls)
+        return GraderResult(
+            name=name,
+            type="tool-schema",
+            status="fail",
+            score=score,
+            explanation=explanation,
+            value=len(violations),
+            evidence=tuple(evidence),
+            details={"checked": checked, "violations": violations, "unchecked": len(unchecked)},
+        )
+    validated = sum(1 for s in calls if s.tool is not None and s.tool.name in validators)
+    text = (
+        f"all {len(calls)} tool call(s) checked: tools approved, {validated} argument set(s) valid "
+        f"against their schema ({', '.join(sorted({s.tool.name for s in calls if s.tool is not None}))})"
+    )
+    return GraderResult(
+        name=name,
+        type="tool-schema",
+        status="pass",
+        score=1.0,
+        explanation=text,
+        value=0,
+        evidence=tuple(Evidence(f"{s.tool.name}: ok", (s.span_id,)) for s in calls if s.tool),
+        details={"checked": checked, "violations": []},
+    )
+
+
+class _Schema:
+    """One tool's schema, compiled twice: jsonschema-rs answers "valid?" in about a microsecond, and for the
+    few calls that are not, jsonschema (the reference implementation) says which argument and why."""
+
+    __slots__ = ("fast", "full")
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self.full = Draft202012Validator(schema, registry=_NO_FETCH)
+        try:
+            self.fast: Any = jsonschema_rs.Draft202012Validator(schema, retriever=_never_retrieve_rs)
+        except Exception:  # a schema jsonschema-rs cannot compile is checked by jsonschema alone
+            self.fast = None
+
+    def is_valid(self, instance: Any) -> bool:
+        if self.fast is not None:
+            try:
+                return bool(self.fast.is_valid(instance))
+            except Exception:  # an instance it cannot take (e.g. a non-JSON value): ask jsonschema
+                pass
+        return bool(self.full.is_valid(instance))
+
+    def iter_errors(self, instance: Any) -> Any:
+        return self.full.iter_errors(instance)
+
+
+def _validators(schemas: dict[str, Any]) -> tuple[dict[str, _Schema], dict[str, str]]:
+    """The validator of each tool's schema, and the tools whose schema refers outside itself (to what)."""
+    validators: dict[str, _Schema] = {}
+    refused: dict[str, str] = {}
+    for tool, schema in schemas.items():
+        v = _validator(schema)
+        if isinstance(v, str):
+            refused[tool] = v
+        elif v is not None:
+            validators[tool] = v
+    return validators, refused
+
+
+_COMPILED: dict[str, _Schema | str | None] = {}
+_COMPILED_MAX = 512
+
+
+def _validator(schema: Any) -> _Schema | str | None:
+    """A validator for a tool's schema; None when it is not a valid JSON Schema (then it is not checked); the
+    reference when it refers outside itself (never fetched).
+
+    Checking a schema against the meta-schema costs milliseconds and the same definitions arrive with every
+    run, so validators are kept by the schema's canonical JSON (a small, bounded cache).
+    """
+    if not isinstance(schema, dict):
+        return None
+    try:
+        key = json.dumps(schema, sort_keys=True)
+    except (TypeError, ValueError):  # not JSON-serializable: not a schema
+        return None
+    if key not in _COMPILED:
+        validator: _Schema | str | None
+        try:
+            Draft202012Validator.check_schema(schema)
+            validator = _remote_reference(schema) or _Schema(schema)
+        except SchemaError:
+            validator = None
+        if len(_COMPILED) >= _COMPILED_MAX:
+            _COMPILED.clear()
+        _COMPILED[key] = validator
+    return _COMPILED[key]
+
+
+SPECS = (
+    GraderSpec(
+        "tool-schema",
+        ToolSchemaConfig,
+        tool_schema,
+        "allowlist, blocklist and JSON Schema of tool arguments",
+        needs=("tool_arguments",),
+    ),
+)

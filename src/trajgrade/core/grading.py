@@ -1,0 +1,70 @@
+"""What every door of trajgrade does once a run's spans are in: build, grade, record, report.
+
+The processor, the exporter wrapper and the sidecar differ only in how spans arrive and where the results go;
+they all call :meth:`Grading.grade`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from opentelemetry.metrics import MeterProvider
+
+from trajgrade.core.config import Config
+from trajgrade.core.internal_errors import internal_errors
+from trajgrade.core.suite import RunReport, grade_run
+from trajgrade.core.trajectory.build import build_trajectory, is_run
+from trajgrade.core.trajectory.normalize import SpanRecord
+
+__all__ = ["Grading"]
+
+logger = logging.getLogger(__name__)
+
+
+class Grading:
+    """Grades runs with one config and records them on one set of instruments."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        meter_provider: MeterProvider | None = None,
+        on_report: Callable[[RunReport], Any] | None = None,
+        active: Callable[[], int] | None = None,
+    ) -> None:
+        from trajgrade.core.metrics import GradingMetrics
+
+        self.config = config
+        self.metrics = GradingMetrics(meter_provider, active=active)
+        self.on_report = on_report
+
+    def count_drop(self, reason: str) -> None:
+        self.metrics.record_drop(reason)
+
+    def count_internal_error(self, error_type: str) -> None:
+        self.metrics.record_internal_error(error_type)
+
+    def grade(
+        self, records: Sequence[SpanRecord], root: SpanRecord, *, partial: bool = False, notes: tuple[str, ...] = ()
+    ) -> RunReport | None:
+        """Build and grade the run under ``root``; record its metrics; hand it to ``on_report``. A root that is
+        not a run (an agent's setup alone) gives None."""
+        report: RunReport | None = None
+        if not is_run(root, bool(records)):
+            return None
+        with internal_errors("grading", self.count_internal_error):
+            started = time.perf_counter()
+            trajectory = build_trajectory([root, *records], root, prices=self.config.prices, partial=partial)
+            if notes:
+                from dataclasses import replace
+
+                trajectory = replace(trajectory, notes=(*trajectory.notes, *notes))
+            report = grade_run(self.config, trajectory)
+            self.metrics.record_report(report, time.perf_counter() - started)
+        if report is not None and self.on_report is not None:
+            with internal_errors("on_report callback", self.count_internal_error):
+                self.on_report(report)
+        return report

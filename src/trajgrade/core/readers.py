@@ -1,0 +1,374 @@
+"""Read OTLP trace data from files, stdin and request bodies into span views.
+
+Accepted, detected from the content:
+
+- one ``ExportTraceServiceRequest`` (or ``TracesData``) as a JSON object, in OTLP/JSON (hex ids, enums as
+  numbers) or plain proto3 JSON (base64 ids, enum names), ``intValue`` as a string or a number;
+- JSON Lines of such objects, as the Collector's ``file`` exporter writes them;
+- a binary protobuf ``ExportTraceServiceRequest``.
+
+Problems raise :class:`~trajgrade.exceptions.TraceDecodeError` naming the source, the line and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
+from trajgrade.core.spans import JsonSpan, SpanEvent, SpanView, decode_id, iter_proto_request, make_event
+from trajgrade.exceptions import TraceDecodeError
+
+__all__ = ["parse_json_request", "parse_proto_request", "read_bytes", "read_path"]
+
+_KIND_NAMES = {
+    "SPAN_KIND_UNSPECIFIED": 0,
+    "SPAN_KIND_INTERNAL": 1,
+    "SPAN_KIND_SERVER": 2,
+    "SPAN_KIND_CLIENT": 3,
+    "SPAN_KIND_PRODUCER": 4,
+    "SPAN_KIND_CONSUMER": 5,
+}
+_STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
+#: The problem of a JSON document that is not trace data at all (a directory of runs may hold other files).
+NOT_TRACE_DATA = "no resourceSpans: not OTLP trace data"
+#: Messages nest at most this deep below the request, as protobuf's parser (upb) and the sidecar's reader take
+#: them: a span attribute's value can hold 47 arrays one in another, or 31 key-value lists.
+MAX_MESSAGE_DEPTH = 100
+#: The message depth of an attribute's value (AnyValue) below the request: Request > ResourceSpans > Resource >
+#: KeyValue > AnyValue; a span's a level deeper (ScopeSpans > Span), an event's two.
+_RESOURCE_VALUE, _SPAN_VALUE, _EVENT_VALUE = 4, 5, 6
+_TOO_LONG = "invalid JSON: a number of more than 4,300 digits"
+#: A decimal integer as OTLP/JSON writes 64-bit numbers: ASCII digits only (``int()`` also takes "²" and "٣"),
+#: at most 20 of them (``int()`` of thousands of digits is slow, and past 4,300 refused).
+_DECIMAL = re.compile(r"[+-]?[0-9]{1,20}")
+
+
+class _Bad(ValueError):
+    """A problem at a JSON path inside one request."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+
+
+def read_path(path: str) -> list[SpanView]:
+    """Read every span in a file (``-`` is stdin)."""
+    if path == "-":
+        data = sys.stdin.buffer.read()
+        return read_bytes(data, "<stdin>")
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise TraceDecodeError(path, f"cannot read: {e.strerror or e}") from None
+    return read_bytes(data, path)
+
+
+def read_bytes(data: bytes, source: str) -> list[SpanView]:
+    """Read every span in a JSON, JSON Lines or binary protobuf payload."""
+    stripped = data.lstrip()
+    if not stripped:
+        raise TraceDecodeError(source, "empty input: expected OTLP trace data")
+    if stripped[:1] in (b"{", b"["):
+        return _read_json(data, source)
+    return parse_proto_request(data, source)
+
+
+def parse_proto_request(data: bytes, source: str) -> list[SpanView]:
+    """Spans of a binary protobuf ``ExportTraceServiceRequest``."""
+    request = trace_service_pb2.ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(data)
+    except DecodeError as e:
+        raise TraceDecodeError(source, f"not JSON and not a protobuf ExportTraceServiceRequest ({e})") from None
+    if not request.resource_spans:
+        # Arbitrary bytes can parse as a message made only of unknown fields.
+        raise TraceDecodeError(source, "not JSON and not a protobuf ExportTraceServiceRequest (no resourceSpans)")
+    return list(iter_proto_request(request))
+
+
+def _read_json(data: bytes, source: str) -> list[SpanView]:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise TraceDecodeError(source, f"not UTF-8 at byte {e.start}") from None
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError as e:
+        if e.msg != "Extra data":
+            # One object per line is the Collector's file format; a broken single object is reported as is.
+            if "\n" not in text.strip():
+                raise TraceDecodeError(source, f"invalid JSON: {e.msg} at column {e.colno}", e.lineno) from None
+        return _read_json_lines(text, source)
+    except ValueError:  # the one ValueError json.loads raises that is not a JSONDecodeError
+        raise TraceDecodeError(source, _TOO_LONG) from None
+    except RecursionError:
+        raise TraceDecodeError(source, "JSON nested too deeply") from None
+    return _request_or_list(whole, source, None)
+
+
+def _read_json_lines(text: str, source: str) -> list[SpanView]:
+    spans: list[SpanView] = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise TraceDecodeError(source, f"invalid JSON: {e.msg} at column {e.colno}", lineno) from None
+        except ValueError:
+            raise TraceDecodeError(source, _TOO_LONG, lineno) from None
+        except RecursionError:
+            raise TraceDecodeError(source, "JSON nested too deeply", lineno) from None
+        spans.extend(_request_or_list(obj, source, lineno))
+    return spans
+
+
+def _request_or_list(obj: Any, source: str, lineno: int | None) -> list[SpanView]:
+    if isinstance(obj, list):
+        out: list[SpanView] = []
+        for i, item in enumerate(obj):
+            out.extend(_one_request(item, source, lineno, f"[{i}]"))
+        return out
+    return _one_request(obj, source, lineno, "")
+
+
+def _one_request(obj: Any, source: str, lineno: int | None, prefix: str) -> list[SpanView]:
+    try:
+        return parse_json_request(obj, prefix)
+    except _Bad as e:
+        raise TraceDecodeError(source, str(e), lineno) from None
+
+
+def parse_json_request(obj: Any, prefix: str = "") -> list[SpanView]:
+    """Spans of one decoded OTLP/JSON ``ExportTraceServiceRequest``; raises ValueError naming the field."""
+    if not isinstance(obj, dict):
+        raise _Bad(prefix or "top level", f"expected an object with resourceSpans, got {type(obj).__name__}")
+    resource_spans = _get(obj, ("resourceSpans", "resource_spans"), list, prefix or "top level")
+    if resource_spans is None:
+        raise _Bad(prefix or "top level", NOT_TRACE_DATA)
+    spans: list[SpanView] = []
+    for i, rs in enumerate(resource_spans):
+        where = f"{prefix}resourceSpans[{i}]"
+        _need_dict(rs, where)
+        resource = _get(rs, ("resource",), dict, where) or {}
+        resource_attrs = _attributes(resource.get("attributes"), f"{where}.resource.attributes", _RESOURCE_VALUE)
+        for j, ss in enumerate(
+            _get(rs, ("scopeSpans", "scope_spans", "instrumentationLibrarySpans"), list, where) or []
+        ):
+            swhere = f"{where}.scopeSpans[{j}]"
+            _need_dict(ss, swhere)
+            scope = _get(ss, ("scope", "instrumentationLibrary"), dict, swhere) or {}
+            scope_name = scope.get("name") if isinstance(scope.get("name"), str) else ""
+            for k, span in enumerate(_get(ss, ("spans",), list, swhere) or []):
+                spans.append(_span(span, f"{swhere}.spans[{k}]", resource_attrs, scope_name or ""))
+    return spans
+
+
+def _span(obj: Any, where: str, resource: Mapping[str, Any], scope: str) -> JsonSpan:
+    _need_dict(obj, where)
+    trace_id = _id(obj, ("traceId", "trace_id"), 16, where, required=True)
+    span_id = _id(obj, ("spanId", "span_id"), 8, where, required=True)
+    parent = _id(obj, ("parentSpanId", "parent_span_id"), 8, where, required=False)
+    name = obj.get("name", "")
+    if not isinstance(name, str):
+        raise _Bad(f"{where}.name", "must be a string")
+    start = _int(obj, ("startTimeUnixNano", "start_time_unix_nano"), where)
+    end = _int(obj, ("endTimeUnixNano", "end_time_unix_nano"), where) or start
+    flags = _int(obj, ("flags",), where)
+    status = _get(obj, ("status",), dict, where) or {}
+    code = _enum(status.get("code", 0), _STATUS_NAMES, f"{where}.status.code")
+    message = status.get("message", "")
+    events: list[SpanEvent] = []
+    for n, ev in enumerate(_get(obj, ("events",), list, where) or []):
+        ewhere = f"{where}.events[{n}]"
+        _need_dict(ev, ewhere)
+        ev_name = ev.get("name", "")
+        events.append(
+            make_event(
+                ev_name if isinstance(ev_name, str) else str(ev_name),
+                _int(ev, ("timeUnixNano", "time_unix_nano"), ewhere),
+                _attributes(ev.get("attributes"), f"{ewhere}.attributes", _EVENT_VALUE),
+            )
+        )
+    return JsonSpan(
+        trace_id=trace_id or "",
+        span_id=span_id or "",
+        parent_span_id=parent,
+        parent_is_remote=(bool(flags & 0x200) if parent and flags & 0x100 else None),
+        name=name,
+        kind=_enum(obj.get("kind", 0), _KIND_NAMES, f"{where}.kind"),
+        start_unix_nano=start,
+        end_unix_nano=end,
+        status_code=code,
+        status_message=message if isinstance(message, str) else str(message),
+        attributes=_attributes(obj.get("attributes"), f"{where}.attributes", _SPAN_VALUE),
+        events=tuple(events),
+        resource_attributes=resource,
+        scope_name=scope,
+    )
+
+
+def _need_dict(obj: Any, where: str) -> None:
+    if not isinstance(obj, dict):
+        raise _Bad(where, f"expected an object, got {type(obj).__name__}")
+
+
+def _get(obj: dict[str, Any], keys: tuple[str, ...], typ: type, where: str) -> Any:
+    for key in keys:
+        if key in obj and obj[key] is not None:
+            value = obj[key]
+            if not isinstance(value, typ):
+                raise _Bad(f"{where}.{key}", f"expected {'an array' if typ is list else 'an object'}")
+            return value
+    return None
+
+
+def _id(obj: dict[str, Any], keys: tuple[str, ...], nbytes: int, where: str, *, required: bool) -> str | None:
+    for key in keys:
+        value = obj.get(key)
+        if value in (None, ""):
+            continue
+        try:
+            decoded = decode_id(value, nbytes)
+        except ValueError as e:
+            raise _Bad(f"{where}.{key}", str(e)) from None
+        if decoded.strip("0") == "":
+            if required:
+                raise _Bad(f"{where}.{key}", "is all zeros (invalid id)")
+            return None
+        return decoded
+    if required:
+        raise _Bad(where, f"missing {keys[0]}")
+    return None
+
+
+def _int(obj: dict[str, Any], keys: tuple[str, ...], where: str) -> int:
+    for key in keys:
+        value = obj.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            raise _Bad(f"{where}.{key}", "must be an integer or a string of digits")
+        if isinstance(value, str) and not _DECIMAL.fullmatch(value):
+            raise _Bad(f"{where}.{key}", f"{value[:40]!r} is not an integer")
+        number = int(value)
+        if not 0 <= number < 1 << 64:
+            raise _Bad(f"{where}.{key}", "must be a 64-bit unsigned integer")
+        return number
+    return 0
+
+
+def _enum(value: Any, names: dict[str, int], where: str) -> int:
+    if isinstance(value, str):
+        if value in names:
+            return names[value]
+        if _DECIMAL.fullmatch(value) and -(1 << 31) <= int(value) < 1 << 31:
+            return int(value)
+        raise _Bad(where, f"unknown value {value[:40]!r}")
+    if isinstance(value, int) and not isinstance(value, bool) and -(1 << 31) <= value < 1 << 31:
+        return value
+    raise _Bad(where, "must be a number or an enum name")
+
+
+def _attributes(kvs: Any, where: str, depth: int) -> dict[str, Any]:
+    """Key-value pairs whose values are messages ``depth`` deep below the request."""
+    if kvs is None:
+        return {}
+    if not isinstance(kvs, list):
+        raise _Bad(where, "expected an array of {key, value}")
+    out: dict[str, Any] = {}
+    for i, kv in enumerate(kvs):
+        if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
+            raise _Bad(f"{where}[{i}]", "expected {key: string, value: AnyValue}")
+        out[kv["key"]] = _any_value(kv.get("value"), f"{where}[{i}].value", depth)
+    return out
+
+
+def _any_value(value: Any, where: str, depth: int) -> Any:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise _Bad(where, "expected an AnyValue object")
+    if depth > MAX_MESSAGE_DEPTH:
+        raise _Bad(where, f"nested more than {MAX_MESSAGE_DEPTH} messages deep below the request (protobuf's limit)")
+    if not value:
+        return None
+    key, inner = next(iter(value.items()))
+    decode = _DECODERS.get(key)
+    if decode is None:
+        raise _Bad(where, f"unknown AnyValue field {key!r}")
+    return decode(inner, where, depth)
+
+
+def _string(inner: Any, where: str, depth: int) -> Any:
+    return inner if isinstance(inner, str) else str(inner)
+
+
+def _bool(inner: Any, where: str, depth: int) -> Any:
+    if isinstance(inner, bool):
+        return inner
+    raise _Bad(where, "boolValue must be true or false")
+
+
+def _integer(inner: Any, where: str, depth: int) -> Any:
+    if isinstance(inner, str) and _DECIMAL.fullmatch(inner):
+        inner = int(inner)
+    if isinstance(inner, int) and not isinstance(inner, bool) and -(1 << 63) <= inner < 1 << 63:
+        return inner
+    raise _Bad(where, f"intValue {str(inner)[:40]!r} is not a 64-bit integer")
+
+
+def _double(inner: Any, where: str, depth: int) -> Any:
+    if not isinstance(inner, bool) and isinstance(inner, int | float | str):
+        try:
+            return float(inner)
+        except ValueError:
+            pass
+    raise _Bad(where, f"doubleValue {inner!r} is not a number")
+
+
+def _values(inner: Any, where: str, field: str) -> list[Any]:
+    values = inner.get("values", []) if isinstance(inner, dict) else None
+    if not isinstance(values, list):
+        raise _Bad(where, f"{field}.values must be an array")
+    return values
+
+
+def _array(inner: Any, where: str, depth: int) -> Any:
+    values = _values(inner, where, "arrayValue")
+    # AnyValue > ArrayValue > AnyValue
+    return tuple(_any_value(v, f"{where}.arrayValue.values[{i}]", depth + 2) for i, v in enumerate(values))
+
+
+def _kvlist(inner: Any, where: str, depth: int) -> Any:
+    out: dict[str, Any] = {}
+    for i, kv in enumerate(_values(inner, where, "kvlistValue")):
+        at = f"{where}.kvlistValue.values[{i}]"
+        if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
+            raise _Bad(at, "expected {key, value}")
+        out[kv["key"]] = _any_value(kv.get("value"), f"{at}.value", depth + 3)  # > KeyValueList > KeyValue >
+    return out
+
+
+def _bytes(inner: Any, where: str, depth: int) -> Any:
+    return inner
+
+
+_DECODERS: dict[str, Callable[[Any, str, int], Any]] = {}
+for _names, _fn in (
+    (("stringValue", "string_value"), _string),
+    (("boolValue", "bool_value"), _bool),
+    (("intValue", "int_value"), _integer),
+    (("doubleValue", "double_value"), _double),
+    (("arrayValue", "array_value"), _array),
+    (("kvlistValue", "kvlist_value"), _kvlist),
+    (("bytesValue", "bytes_value"), _bytes),
+):
+    for _name in _names:
+        _DECODERS[_name] = _fn

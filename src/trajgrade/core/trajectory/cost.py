@@ -1,0 +1,100 @@
+"""Cost of an LLM call from its tokens, when the span does not carry a cost.
+
+Prices come from the user's overrides first, then from ``genai-prices`` (the ``prices`` extra; its data
+is bundled and it never goes to the network unless asked). An unknown model gives an unknown cost, never
+zero. Per-token rates are looked up once per (model, provider) at a 1,000-token request size, so long
+runs cost one look-up per model, not one per call; tiered prices above that size are not applied.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from trajgrade.core import semconv as sc
+from trajgrade.core.trajectory.model import Usage
+
+__all__ = ["Price", "call_cost", "load_prices"]
+
+_PROBE_TOKENS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """USD per million tokens."""
+
+    input: float
+    output: float
+    cache_read: float | None = None
+    cache_write: float | None = None
+
+
+def call_cost(
+    model: str | None, provider: str | None, usage: Usage | None, overrides: Mapping[str, Price]
+) -> float | None:
+    """The USD cost of one call, or ``None`` when the model or the tokens are unknown."""
+    if model is None or usage is None or usage.input_tokens is None or usage.output_tokens is None:
+        return None
+    price = overrides.get(model) or _genai_price(model, provider if provider not in sc.FRAMEWORK_PROVIDERS else None)
+    if price is None:
+        return None
+    cache_read = usage.cache_read_tokens or 0
+    cache_write = usage.cache_write_tokens or 0
+    if not cache_read and not cache_write:  # most calls
+        return (max(usage.input_tokens, 0) * price.input + usage.output_tokens * price.output) / 1e6
+    # OpenTelemetry's input tokens include cached tokens; price those at their own rate when one is known.
+    plain_input = usage.input_tokens
+    cost = 0.0
+    if price.cache_read is not None:
+        plain_input -= cache_read
+        cost += cache_read * price.cache_read
+    if price.cache_write is not None:
+        plain_input -= cache_write
+        cost += cache_write * price.cache_write
+    cost += max(plain_input, 0) * price.input + usage.output_tokens * price.output
+    return cost / 1e6
+
+
+def load_prices() -> None:
+    """Load genai-prices' bundled table now rather than on the first priced call.
+
+    That takes about 0.15 s on the benchmark machine. A server calls this before it takes traffic, so that its
+    first runs do not wait for it, and so that the table is among what start-up allocated (``serve`` freezes
+    that out of garbage collection).
+    """
+    try:
+        from genai_prices import data_snapshot
+    except ImportError:
+        return
+    data_snapshot.get_snapshot()
+
+
+@functools.lru_cache(maxsize=512)
+def _genai_price(model: str, provider: str | None) -> Price | None:
+    try:
+        from genai_prices import Usage as PriceUsage
+        from genai_prices import calc_price
+    except ImportError:
+        return None
+
+    def per_million(**tokens: int) -> float | None:
+        try:
+            result = calc_price(PriceUsage(**tokens), model_ref=model, provider_id=provider)
+        except (LookupError, ValueError):
+            if provider is None:
+                return None
+            try:
+                result = calc_price(PriceUsage(**tokens), model_ref=model)
+            except (LookupError, ValueError):
+                return None
+        return float(result.total_price) * 1e6 / _PROBE_TOKENS
+
+    n = _PROBE_TOKENS
+    input_rate = per_million(input_tokens=n, output_tokens=0)
+    output_rate = per_million(input_tokens=0, output_tokens=n)
+    if input_rate is None or output_rate is None:
+        return None
+    cache_read = per_million(input_tokens=n, cache_read_tokens=n, output_tokens=0)
+    cache_write = per_million(input_tokens=n, cache_write_tokens=n, output_tokens=0)
+    return Price(input=input_rate, output=output_rate, cache_read=cache_read, cache_write=cache_write)

@@ -1,0 +1,497 @@
+"""Reduce a span to a compact record: which kind of step it is and the fields trajgrade needs.
+
+Every convention fact comes from :mod:`trajgrade.core.semconv`; this module only walks its tables. The record
+keeps attribute values as the span holds them (JSON strings are parsed later, off the hot path), and it
+does not keep the span: a buffered record costs a fraction of a ``ReadableSpan``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from trajgrade.core import semconv as sc
+from trajgrade.core.spans import STATUS_ERROR, SpanView
+from trajgrade.core.trajectory.model import Usage
+
+__all__ = ["MISSING", "SpanRecord", "classify", "normalize"]
+
+
+class _Missing:
+    """Marks a field the span did not record (distinct from a recorded ``null``)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+MISSING: Any = _Missing()
+
+
+@dataclass(slots=True, init=False)
+class SpanRecord:
+    """What trajgrade keeps of one span (read-only by contract; not frozen, which would make it slow to build;
+    its ``__init__`` written out, as in ``model.py``, for mypyc to compile it)."""
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    name: str
+    kind: str
+    start_unix_nano: int
+    end_unix_nano: int
+    error: bool
+    error_type: str | None
+    error_message: str | None
+    model: str | None
+    provider: str | None
+    usage: Usage | None
+    cost_usd: float | None
+    agent_name: str | None
+    tool_name: str | None
+    tool_call_id: str | None
+    tool_arguments: Any
+    tool_result: Any
+    #: LLM: the raw output messages, and the tool calls (id, name, raw arguments) found in flattened attributes.
+    output_messages: Any
+    requested_tool_calls: tuple[tuple[str | None, str | None, Any], ...]
+    tool_definitions: Any
+    #: Agent spans: their recorded final answer.
+    output: Any
+    service_name: str | None
+    #: Kept for root-like spans only (suite matching reads them).
+    attributes: Mapping[str, Any] | None
+    #: The parent is in another process (OTLP's flags, the SDK's remote context): its absence is expected.
+    parent_is_remote: bool
+
+    def __init__(
+        self,
+        trace_id: str,
+        span_id: str,
+        parent_span_id: str | None,
+        name: str,
+        kind: str,
+        start_unix_nano: int,
+        end_unix_nano: int,
+        error: bool,
+        error_type: str | None = None,
+        error_message: str | None = None,
+        model: str | None = None,
+        provider: str | None = None,
+        usage: Usage | None = None,
+        cost_usd: float | None = None,
+        agent_name: str | None = None,
+        tool_name: str | None = None,
+        tool_call_id: str | None = None,
+        tool_arguments: Any = MISSING,
+        tool_result: Any = MISSING,
+        output_messages: Any = None,
+        requested_tool_calls: tuple[tuple[str | None, str | None, Any], ...] = (),
+        tool_definitions: Any = None,
+        output: Any = None,
+        service_name: str | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        parent_is_remote: bool = False,
+    ) -> None:
+        self.trace_id = trace_id
+        self.span_id = span_id
+        self.parent_span_id = parent_span_id
+        self.name = name
+        self.kind = kind
+        self.start_unix_nano = start_unix_nano
+        self.end_unix_nano = end_unix_nano
+        self.error = error
+        self.error_type = error_type
+        self.error_message = error_message
+        self.model = model
+        self.provider = provider
+        self.usage = usage
+        self.cost_usd = cost_usd
+        self.agent_name = agent_name
+        self.tool_name = tool_name
+        self.tool_call_id = tool_call_id
+        self.tool_arguments = tool_arguments
+        self.tool_result = tool_result
+        self.output_messages = output_messages
+        self.requested_tool_calls = requested_tool_calls
+        self.tool_definitions = tool_definitions
+        self.output = output
+        self.service_name = service_name
+        self.attributes = attributes
+        self.parent_is_remote = parent_is_remote
+
+
+def classify(name: str, attributes: Mapping[str, Any]) -> str:
+    """The step kind of a span: llm_call, tool_call, agent, workflow, embedding or other."""
+    for key, kinds in sc.KIND_BY_ATTRIBUTE:
+        value = attributes.get(key)
+        if value is not None:
+            kind = kinds.get(str(value))
+            if kind is not None:
+                if (
+                    kind == sc.AGENT
+                    and (key, value) in sc.UNNAMED_AGENT_IS_STEP
+                    and _first(attributes, sc.AGENT_NAME_KEYS) is None
+                    and _name_from(name, sc.AGENT_NAME_FROM_SPAN_NAME) is None
+                ):
+                    return sc.AGENT_STEP
+                return kind
+    for pattern, kind in sc.KIND_BY_NAME:
+        if pattern.match(name):
+            return kind
+    for pattern, _, _ in sc.AGENT_STEP_BY_NAME:
+        if pattern.match(name):
+            return sc.AGENT_STEP
+    if sc.MCP_TOOL_SPAN.match(name) and sc.TOOL_NAME in attributes:
+        return sc.TOOL
+    return sc.OTHER
+
+
+def _first(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        value = attributes.get(key)
+        if value is not None and value != "":
+            return value
+    return None
+
+
+def _int(value: Any) -> int | None:
+    if type(value) is int:
+        return value
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite count is no count
+        try:
+            return int(float(value))
+        except (TypeError, ValueError, OverflowError):
+            return None
+
+
+def _float(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _usage(
+    attributes: Mapping[str, Any], shape: _Shape, input_keys: tuple[str, ...], output_keys: tuple[str, ...]
+) -> Usage | None:
+    input_tokens = _int(_first(attributes, input_keys))
+    output_tokens = _int(_first(attributes, output_keys))
+    if input_tokens is None and output_tokens is None:
+        return None  # the other counts alone are no usage
+    if not shape.optional_usage:
+        return Usage(input_tokens, output_tokens)
+    return Usage(
+        input_tokens,
+        output_tokens,
+        _int(_first(attributes, shape.cache_read)),
+        _int(_first(attributes, shape.cache_write)),
+        _int(_first(attributes, shape.reasoning)),
+    )
+
+
+def _cost(attributes: Mapping[str, Any], shape: _Shape) -> float | None:
+    if shape.cost:
+        cost = _float(_first(attributes, shape.cost))
+        if cost is not None:
+            return cost
+    if not shape.cost_parts:
+        return None
+    parts = [attributes.get(k) for k in sc.COST_PART_KEYS]
+    if None in parts:
+        return None
+    floats = [_float(p) for p in parts]
+    return None if None in floats else sum(f for f in floats if f is not None)
+
+
+def _name_from(name: str, patterns: tuple[Any, ...]) -> str | None:
+    for pattern in patterns:
+        m = pattern.match(name)
+        if m:
+            return str(m.group(1))
+    return None
+
+
+def _error(span: SpanView, attributes: Mapping[str, Any], kind: str) -> tuple[bool, str | None, str | None]:
+    failed = span.status_code == STATUS_ERROR
+    if kind == sc.TOOL and (
+        attributes.get(sc.TOOL_STATUS_KEY) == "error" or any(e.name == sc.TOOL_EXCEPTION_EVENT for e in span.events)
+    ):
+        failed = True
+    if not failed:
+        return False, None, None
+    error_type = attributes.get(sc.ERROR_TYPE)
+    message = span.status_message or None
+    if error_type is None or message is None:
+        for event in span.events:
+            if event.name in sc.EXCEPTION_EVENTS:
+                error_type = error_type or event.attributes.get(sc.EXCEPTION_TYPE)
+                message = message or event.attributes.get(sc.EXCEPTION_MESSAGE)
+                break
+    return True, (str(error_type) if error_type is not None else None), (str(message) if message else None)
+
+
+def _tool_content(span: SpanView, attributes: Mapping[str, Any], shape: _Shape) -> tuple[Any, Any]:
+    arguments: Any = MISSING
+    if shape.tool_arguments:
+        arguments = attributes[shape.tool_arguments[0]]
+    elif shape.flat_arguments:
+        arguments = {name: attributes[key] for key, name in shape.flat_arguments}
+    result: Any = attributes[shape.tool_results[0]] if shape.tool_results else MISSING
+    if arguments is MISSING or result is MISSING:
+        arguments, result = _tool_content_from_events(span, arguments, result)
+    return arguments, result
+
+
+def _tool_content_from_events(span: SpanView, arguments: Any, result: Any) -> tuple[Any, Any]:
+    for event in span.events:
+        attrs = event.attributes
+        if arguments is MISSING:
+            for name, key in sc.TOOL_ARGUMENT_EVENTS:
+                if event.name == name and key in attrs:
+                    arguments = attrs[key]
+        if result is MISSING:
+            for name, key in sc.TOOL_RESULT_EVENTS:
+                if event.name == name and key in attrs:
+                    result = attrs[key]
+        if event.name == sc.OPERATION_DETAILS_EVENT:
+            # Parts are parsed later; keep the messages as they are and mark where they came from.
+            if arguments is MISSING and sc.INPUT_MESSAGES in attrs:
+                arguments = _PartsRef(attrs[sc.INPUT_MESSAGES], "tool_call", "arguments")
+            if result is MISSING and sc.OUTPUT_MESSAGES in attrs:
+                result = _PartsRef(attrs[sc.OUTPUT_MESSAGES], "tool_call_response", "response")
+    return arguments, result
+
+
+@dataclass(frozen=True, slots=True)
+class _PartsRef:
+    """A value to take from the first message part of a type (GenAI message JSON), resolved when built."""
+
+    messages: Any
+    part_type: str
+    field: str
+
+
+def _by_index(key: str) -> tuple[int, ...]:
+    """Flattened keys in the order of their indices (``a.10.b`` after ``a.9.b``), whatever order they came in."""
+    return tuple(int(part) for part in key.split(".") if part.isdigit())
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """Where a span's fields are among its attribute keys: for each field, the keys of its priority list that
+    are present (in priority order), and the flattened keys, in index order.
+
+    It depends on the keys alone, and an instrumentation sends the same keys, in the same order, on every span
+    of a kind: it is worked out once per key tuple (``_shape``), not once per span.
+    """
+
+    model: tuple[str, ...]
+    provider: tuple[str, ...]
+    input_tokens: tuple[str, ...]
+    output_tokens: tuple[str, ...]
+    cache_read: tuple[str, ...]
+    cache_write: tuple[str, ...]
+    reasoning: tuple[str, ...]
+    optional_usage: bool
+    cost: tuple[str, ...]
+    cost_parts: bool
+    tool_definitions: tuple[str, ...]
+    flat_tool_schemas: tuple[str, ...] | None
+    #: (key, message index, call index, field) of each flattened tool-call field, in index order.
+    flat_tool_calls: tuple[tuple[str, int, int, str], ...]
+    #: An LLM-marked span with these keys is a model request (``semconv.LLM_REQUEST_KEYS``).
+    request_evidence: bool
+    tool_name: tuple[str, ...]
+    tool_call_id: tuple[str, ...]
+    tool_arguments: tuple[str, ...]
+    flat_arguments: tuple[tuple[str, str], ...]
+    tool_results: tuple[str, ...]
+    agent_name: tuple[str, ...]
+    agent_model: tuple[str, ...]
+    agent_input_tokens: tuple[str, ...]
+    agent_output_tokens: tuple[str, ...]
+    agent_output: tuple[str, ...]
+    agent_tool_definitions: tuple[str, ...]
+
+    @classmethod
+    def of(cls, keys: tuple[str, ...]) -> _Shape:
+        present = set(keys)
+
+        def among(priority: tuple[str, ...]) -> tuple[str, ...]:
+            return tuple(k for k in priority if k in present)
+
+        flat_calls: list[tuple[str, int, int, str]] = []
+        for k in keys:
+            if k.startswith(sc.FLAT_TOOL_CALL_PREFIXES):
+                for pattern, fields in sc.FLAT_TOOL_CALL:
+                    m = pattern.match(k)
+                    if m:
+                        flat_calls.append((k, int(m.group(1)), int(m.group(2)), fields[m.group(3)]))
+        arguments = sc.TOOL_ARGUMENT_PREFIX
+        optional = (among(sc.CACHE_READ_KEYS), among(sc.CACHE_WRITE_KEYS), among(sc.REASONING_KEYS))
+        return cls(
+            model=among(sc.MODEL_KEYS),
+            provider=among(sc.PROVIDER_KEYS),
+            input_tokens=among(sc.INPUT_TOKEN_KEYS),
+            output_tokens=among(sc.OUTPUT_TOKEN_KEYS),
+            cache_read=optional[0],
+            cache_write=optional[1],
+            reasoning=optional[2],
+            optional_usage=any(optional),
+            cost=among(sc.COST_KEYS),
+            cost_parts=all(k in present for k in sc.COST_PART_KEYS),
+            tool_definitions=among((sc.TOOL_DEFINITIONS,)),
+            flat_tool_schemas=(
+                tuple(sorted((k for k in keys if sc.FLAT_TOOL_SCHEMA.match(k)), key=_by_index))
+                if sc.FLAT_TOOL_SCHEMA_FIRST in present
+                else None
+            ),
+            flat_tool_calls=tuple(sorted(flat_calls, key=lambda c: (c[1], c[2]))),
+            request_evidence=bool(flat_calls)
+            or not present.isdisjoint(sc.LLM_REQUEST_KEYS)
+            or any(k.startswith(sc.LLM_REQUEST_PREFIXES) for k in keys),
+            tool_name=among(sc.TOOL_NAME_KEYS),
+            tool_call_id=among(sc.TOOL_CALL_ID_KEYS),
+            tool_arguments=among(sc.TOOL_ARGUMENT_KEYS),
+            flat_arguments=tuple(
+                (k, k[len(arguments) : -len(".value")])
+                for k in keys
+                if k.startswith(arguments) and k.endswith(".value")
+            ),
+            tool_results=among(sc.TOOL_RESULT_KEYS),
+            agent_name=among(sc.AGENT_NAME_KEYS),
+            agent_model=among(sc.AGENT_MODEL_KEYS),
+            agent_input_tokens=among(sc.AGENT_INPUT_TOKEN_KEYS),
+            agent_output_tokens=among(sc.AGENT_OUTPUT_TOKEN_KEYS),
+            agent_output=among(sc.AGENT_OUTPUT_KEYS),
+            agent_tool_definitions=among(sc.TOOL_DEFINITION_KEYS),
+        )
+
+
+_SHAPES: dict[tuple[str, ...], _Shape] = {}
+#: Key tuples remembered at most (then forgotten all at once): far more than the kinds of span a fleet sends.
+_MAX_SHAPES = 4096
+
+
+def _shape(attributes: Mapping[str, Any]) -> _Shape:
+    keys = tuple(attributes)
+    shape = _SHAPES.get(keys)
+    if shape is None:
+        if len(_SHAPES) >= _MAX_SHAPES:
+            _SHAPES.clear()
+        shape = _SHAPES[keys] = _Shape.of(keys)
+    return shape
+
+
+def normalize(span: SpanView, keep_attributes: bool | None = None) -> SpanRecord:
+    """Reduce a span to its record. ``keep_attributes`` defaults to keeping them for root-like spans."""
+    attributes = span.attributes
+    name = span.name
+    kind = classify(name, attributes)
+    failed, error_type, error_message = _error(span, attributes, kind)
+    parent = span.parent_span_id
+    remote = bool(span.parent_is_remote)
+    if keep_attributes is None:
+        keep_attributes = parent is None or remote
+    r = SpanRecord(
+        span.trace_id,
+        span.span_id,
+        parent,
+        name,
+        kind,
+        span.start_unix_nano,
+        span.end_unix_nano,
+        failed,
+        error_type,
+        error_message,
+    )
+    service = span.resource_attributes.get(sc.SERVICE_NAME)
+    if service is not None:
+        r.service_name = str(service)
+    r.parent_is_remote = remote
+    if keep_attributes:
+        r.attributes = dict(attributes)
+    if kind == sc.LLM and not _is_request(span, _shape(attributes)):
+        r.kind = kind = sc.OTHER
+    if kind == sc.LLM or kind == sc.EMBEDDING:
+        shape = _shape(attributes)
+        model = _first(attributes, shape.model)
+        provider = _first(attributes, shape.provider)
+        output = attributes.get(sc.OUTPUT_MESSAGES)
+        r.model = str(model) if model is not None else None
+        r.provider = str(provider) if provider is not None else None
+        r.usage = _usage(attributes, shape, shape.input_tokens, shape.output_tokens)
+        r.cost_usd = _cost(attributes, shape)
+        r.agent_name = _str_or_none(attributes.get(sc.AGENT_NAME))
+        r.output_messages = output
+        if output is None and shape.flat_tool_calls:
+            r.requested_tool_calls = _flat_tool_calls(attributes, shape.flat_tool_calls)
+        r.tool_definitions = _first(attributes, shape.tool_definitions) or (
+            tuple(attributes[k] for k in shape.flat_tool_schemas) if shape.flat_tool_schemas is not None else None
+        )
+    elif kind == sc.TOOL:
+        shape = _shape(attributes)
+        tool_name = _first(attributes, shape.tool_name) or _name_from(name, sc.TOOL_NAME_FROM_SPAN_NAME) or name
+        call_id = _first(attributes, shape.tool_call_id)
+        r.agent_name = _str_or_none(attributes.get(sc.AGENT_NAME))
+        if tool_name in sc.SUMMARY_TOOL_NAMES:
+            r.kind = sc.OTHER
+            return r
+        r.tool_name = str(tool_name)
+        r.tool_call_id = str(call_id) if call_id is not None else None
+        r.tool_arguments, r.tool_result = _tool_content(span, attributes, shape)
+    elif kind == sc.AGENT or kind == sc.WORKFLOW:
+        shape = _shape(attributes)
+        agent = _first(attributes, shape.agent_name) or _name_from(name, sc.AGENT_NAME_FROM_SPAN_NAME)
+        model = _first(attributes, shape.agent_model)
+        r.agent_name = str(agent) if agent is not None else (name if kind == sc.AGENT else None)
+        r.model = str(model) if model is not None else None
+        r.usage = _usage(attributes, shape, shape.agent_input_tokens, shape.agent_output_tokens)
+        r.output = _first(attributes, shape.agent_output)
+        r.tool_definitions = _first(attributes, shape.agent_tool_definitions)
+    elif kind == sc.AGENT_STEP:
+        r.agent_name = _agent_in_value(name, attributes)
+    return r
+
+
+def _agent_in_value(name: str, attributes: Mapping[str, Any]) -> str | None:
+    """The agent named inside an agent step's attribute value (``semconv.AGENT_STEP_BY_NAME``)."""
+    for pattern, key, value_pattern in sc.AGENT_STEP_BY_NAME:
+        value = attributes.get(key)
+        if pattern.match(name) and isinstance(value, str):
+            found = value_pattern.search(value)
+            if found is not None:
+                return found.group(1)
+    return None
+
+
+def _is_request(span: SpanView, shape: _Shape) -> bool:
+    return shape.request_evidence or any(e.name in sc.LLM_REQUEST_EVENTS for e in span.events)
+
+
+def _flat_tool_calls(
+    attributes: Mapping[str, Any], keys: tuple[tuple[str, int, int, str], ...]
+) -> tuple[tuple[str | None, str | None, Any], ...]:
+    """The (id, name, raw arguments) of each flattened tool call, in index order."""
+    calls: dict[tuple[int, int], dict[str, Any]] = {}
+    for key, message, call, field in keys:
+        calls.setdefault((message, call), {})[field] = attributes[key]
+    return tuple(
+        (_str_or_none(c.get("id")), _str_or_none(c.get("name")), c.get("arguments", MISSING)) for c in calls.values()
+    )
+
+
+def _str_or_none(value: Any) -> str | None:
+    return str(value) if value is not None else None

@@ -1,0 +1,188 @@
+"""trajgrade inside rotel, the OpenTelemetry collector that runs Python trace processors.
+
+Give rotel this file as a trace processor, with the graders file in ``TRAJGRADE_CONFIG``::
+
+    TRAJGRADE_CONFIG=graders.yaml rotel-agent start --otlp-with-trace-processor \\
+        "$(python -c 'import trajgrade.doors.rotel as m; print(m.__file__)')" ...
+
+rotel hands ``process_spans`` one ``ResourceSpans`` at a time and exports it when the call returns, so a
+root cannot be held back: each span is reduced to a record in its trace's buffer as it passes, and a run is
+graded when its root passes, from the records of its trace so far (in-process exporters send a run's spans
+in end order, so its children come first). The result events and verdict attributes are added to the root
+in place. An exception escaping ``process_spans`` kills the whole collector, so none does: trajgrade's own
+errors are logged once and counted.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from trajgrade.core import semconv as sc
+from trajgrade.core.assembler import Assembler
+from trajgrade.core.emit import report_attributes, result_attributes
+from trajgrade.core.spans import SpanEvent, make_event, otlp_parent_is_remote
+from trajgrade.core.trajectory.normalize import SpanRecord, normalize
+
+__all__ = ["RotelGrader", "process_spans"]
+
+logger = logging.getLogger(__name__)
+_EMPTY: Mapping[str, Any] = {}
+
+
+def _value(v: Any) -> Any:
+    """A rotel AnyValue's content as a plain Python value."""
+    inner = getattr(v, "value", v)
+    if isinstance(inner, str | bool | int | float | bytes) or inner is None:
+        return inner
+    try:  # ArrayValue or KeyValueList
+        items = [inner[i] for i in range(len(inner))]
+    except TypeError:
+        return str(inner)
+    if items and hasattr(items[0], "key"):
+        return {kv.key: _value(kv.value) for kv in items}
+    return tuple(_value(i) for i in items)
+
+
+def _attributes(kvs: Any) -> dict[str, Any]:
+    return {kv.key: _value(kv.value) for kv in kvs}
+
+
+class RotelSpan:
+    """A :class:`trajgrade.core.spans.SpanView` over a rotel span."""
+
+    __slots__ = ("_attributes", "_resource", "_scope", "_span")
+
+    def __init__(self, span: Any, resource: Mapping[str, Any], scope: str) -> None:
+        self._span = span
+        self._resource = resource
+        self._scope = scope
+        self._attributes: dict[str, Any] | None = None
+
+    trace_id = property(lambda self: bytes(self._span.trace_id).hex())
+    span_id = property(lambda self: bytes(self._span.span_id).hex())
+    parent_span_id = property(lambda self: bytes(self._span.parent_span_id).hex() or None)
+    name = property(lambda self: self._span.name)
+    kind = property(lambda self: int(self._span.kind))
+    start_unix_nano = property(lambda self: int(self._span.start_time_unix_nano))
+    end_unix_nano = property(lambda self: int(self._span.end_time_unix_nano) or int(self._span.start_time_unix_nano))
+    resource_attributes = property(lambda self: self._resource)
+    scope_name = property(lambda self: self._scope)
+
+    @property
+    def parent_is_remote(self) -> bool | None:
+        return otlp_parent_is_remote(bytes(self._span.parent_span_id), int(self._span.flags))
+
+    @property
+    def status_code(self) -> int:
+        status = self._span.status
+        return int(status.code) if status is not None else 0
+
+    @property
+    def status_message(self) -> str:
+        status = self._span.status
+        return str(status.message) if status is not None else ""
+
+    @property
+    def attributes(self) -> Mapping[str, Any]:
+        if self._attributes is None:
+            self._attributes = _attributes(self._span.attributes)
+        return self._attributes
+
+    @property
+    def events(self) -> tuple[SpanEvent, ...]:
+        return tuple(make_event(e.name, int(e.time_unix_nano), _attributes(e.attributes)) for e in self._span.events)
+
+
+def _key_value(key: str, value: Any) -> Any:
+    from rotel_sdk.open_telemetry.common.v1 import AnyValue, ArrayValue, KeyValue
+
+    if isinstance(value, list | tuple):
+        array = ArrayValue()
+        for item in value:
+            array.append(AnyValue(item))
+        return KeyValue.new_array_value(key, array)
+    return KeyValue(key, AnyValue(value))
+
+
+class RotelGrader:
+    """Records spans as they pass and grades each run when its root passes."""
+
+    def __init__(self, config_path: str, *, max_traces: int = 10_000, max_spans_per_trace: int = 10_000) -> None:
+        from trajgrade.core.config import load_config
+        from trajgrade.core.grading import Grading
+
+        self._grading = Grading(load_config(config_path))
+        self._assembler: Assembler[SpanRecord] = Assembler(
+            max_traces=max_traces,
+            max_spans_per_trace=max_spans_per_trace,
+            max_trace_age_s=600.0,
+            on_drop=self._grading.count_drop,
+        )
+
+    def process(self, resource_spans: Any) -> None:
+        resource = _attributes(resource_spans.resource.attributes) if resource_spans.resource is not None else {}
+        for scope_spans in resource_spans.scope_spans:
+            scope = scope_spans.scope.name if scope_spans.scope is not None else ""
+            if scope == sc.TRAJGRADE_SCOPE:
+                continue
+            roots = []
+            for span in scope_spans.spans:
+                view = RotelSpan(span, resource, scope)
+                if view.parent_span_id is None or view.parent_is_remote:
+                    roots.append((span, view))
+                else:
+                    self._assembler.add(view.trace_id, normalize(view, keep_attributes=False))
+            for span, view in roots:
+                self._grade(span, view)
+        self._assembler.expire()
+
+    def _grade(self, span: Any, view: RotelSpan) -> None:
+        from rotel_sdk.open_telemetry.trace.v1 import Event
+
+        buffer = self._assembler.pop(view.trace_id)
+        report = self._grading.grade(buffer.records, normalize(view, keep_attributes=True), partial=False)
+        if report is None:
+            return
+        when = view.end_unix_nano
+        for result in report.results:
+            event = Event()
+            event.name = sc.EVALUATION_RESULT_EVENT
+            event.time_unix_nano = when
+            for key, value in result_attributes(result).items():
+                event.attributes.append(_key_value(key, value))
+            span.events.append(event)
+        for key, value in report_attributes(report).items():
+            span.attributes.append(_key_value(key, value))
+
+
+_grader: RotelGrader | None = None
+_grader_lock = threading.Lock()
+_failed = False
+
+
+def process_spans(resource_spans: Any) -> None:
+    """rotel's entry point. Never raises: an exception here would stop the collector."""
+    global _grader, _failed
+    try:
+        if _failed:
+            return
+        with _grader_lock:
+            if _grader is None:
+                path = os.environ.get("TRAJGRADE_CONFIG")
+                if not path:
+                    _failed = True
+                    logger.error("trajgrade: set TRAJGRADE_CONFIG to a graders file; spans pass ungraded")
+                    return
+                _grader = RotelGrader(path)
+            _grader.process(resource_spans)
+    except Exception:
+        if _grader is None:
+            _failed = True  # the config did not load: say so once, then pass spans on
+        try:
+            logger.exception("trajgrade: internal error in the rotel processor (spans pass on unchanged)")
+        except Exception:
+            pass

@@ -1,0 +1,330 @@
+"""The sidecar's core: admit a request, forward its spans, hold each run's root until it is graded.
+
+What happens to a request:
+
+1. Admission, before a span of it is read: its spans and bytes are reserved on every forwarder; when one
+   cannot hold them the request is refused whole (the receiver answers HTTP 429 / gRPC RESOURCE_EXHAUSTED and
+   the collector retries it later), so nothing is accepted that cannot be kept. A request larger than the
+   buffers could ever hold is refused for good (:class:`TooLarge`).
+2. Every span is reduced to a record in its trace's buffer (bounded by traces, spans per trace, bytes of all
+   the buffers together, and age; a span past a bound is dropped from grading, counted, and its run graded as
+   partial, and it is still forwarded).
+3. Spans that are not a run's root (a span with no parent, or whose parent is remote) are forwarded at once,
+   byte for byte: the request's own bytes, with the roots spliced out when there are any. Roots are held.
+4. A root is graded when ``settle_s`` has passed since it arrived, from the records its trace has by then;
+   its result events and verdict attributes are added to it and it is forwarded, together with the other
+   roots graded in the same pass. A trace is released when none of its roots is held; a span arriving after
+   that is still forwarded, counted ungraded.
+5. A trace whose root never arrives is graded as partial (metrics only: it has no root to carry events)
+   after ``max_trace_age_s``, then released.
+
+At shutdown, held roots are graded as partial and forwarded, and the forwarders are flushed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.metrics import MeterProvider, get_meter_provider
+
+from trajgrade.core import semconv as sc
+from trajgrade.core.assembler import Assembler
+from trajgrade.core.config import Config
+from trajgrade.core.grading import Grading
+from trajgrade.core.internal_errors import internal_errors
+from trajgrade.core.suite import RunReport
+from trajgrade.core.trajectory.build import root_of
+from trajgrade.core.trajectory.normalize import SpanRecord, normalize
+from trajgrade.doors.sidecar._protowire import Span, read_span
+from trajgrade.doors.sidecar.forward import Batch, Forwarder
+from trajgrade.doors.sidecar.otlp import TraceRequest, result_fields
+from trajgrade.doors.sidecar.wire import SpliceRequest
+from trajgrade.version import __version__
+
+__all__ = ["Pipeline", "TooLarge"]
+
+logger = logging.getLogger(__name__)
+_SEEN_ROOTS = 65_536
+#: Roots graded in one pass go downstream together (concatenated requests are one request), this many at most.
+_ROOTS_PER_BATCH = 512
+#: A record's memory beyond its span's size on the wire (the record object, its strings' headers).
+_RECORD_OVERHEAD = 256
+
+
+@dataclass(slots=True)
+class _Held:
+    trace_id: str
+    span: bytes  # the root, as it arrived
+    resource: dict[str, Any]  # its resource's attributes
+    scope: str
+    envelope: Any  # a SpliceRequest with the root's resource and scope, and no span yet
+    ready_at: float
+
+
+def _is_root(span: Span) -> bool:
+    return span.parent_span_id is None or span.parent_is_remote is True
+
+
+class SidecarMetrics:
+    """Receive, forward and back-pressure counters (the grading metrics are ``Grading``'s)."""
+
+    def __init__(self, meter_provider: MeterProvider | None) -> None:
+        meter = (meter_provider or get_meter_provider()).get_meter(sc.TRAJGRADE_SCOPE, __version__)
+        self.received = meter.create_counter("trajgrade.sidecar.spans.received", unit="{span}")
+        self.forwarded = meter.create_counter("trajgrade.sidecar.spans.forwarded", unit="{span}")
+        self.refused = meter.create_counter(
+            "trajgrade.sidecar.requests.refused", unit="{request}", description="Requests refused, by reason"
+        )
+        self.forward_failures = meter.create_counter(
+            "trajgrade.sidecar.forward.failures",
+            unit="{attempt}",
+            description="Failed sends, by target and retry",
+        )
+        self.downstream_rejected = meter.create_counter(
+            "trajgrade.sidecar.spans.rejected_downstream", unit="{span}", description="Spans a target refused"
+        )
+
+
+class TooLarge(Exception):
+    """A request larger than the sidecar could ever buffer: refused for good (HTTP 413), never "retry later"."""
+
+
+class Pipeline:
+    """Admits OTLP trace requests, grades runs, and forwards every span to every target."""
+
+    def __init__(
+        self,
+        config: Config,
+        forward_to: Sequence[str],
+        *,
+        meter_provider: MeterProvider | None = None,
+        settle_s: float = 2.0,
+        max_traces: int = 10_000,
+        max_spans_per_trace: int = 10_000,
+        max_trace_age_s: float = 300.0,
+        max_buffered_spans: int = 200_000,
+        max_buffered_bytes: int = 128 * 1024 * 1024,
+        max_grading_bytes: int = 128 * 1024 * 1024,
+        on_report: Callable[[RunReport], Any] | None = None,
+    ) -> None:
+        self.metrics = SidecarMetrics(meter_provider)
+        self._assembler: Assembler[SpanRecord] = Assembler(
+            max_traces=max_traces,
+            max_spans_per_trace=max_spans_per_trace,
+            max_trace_age_s=max_trace_age_s,
+            max_bytes=max_grading_bytes,
+            on_drop=self._count_drop,
+        )
+        self._grading = Grading(
+            config,
+            meter_provider=meter_provider,
+            on_report=on_report,
+            active=lambda: len(self._assembler),
+        )
+        self._forwarders = [
+            Forwarder(
+                target,
+                max_spans=max_buffered_spans,
+                max_bytes=max_buffered_bytes,
+                on_sent=lambda t, n: self.metrics.forwarded.add(n, {"target": t}),
+                on_failure=self._forward_failed,
+            )
+            for target in forward_to
+        ]
+        self._settle_s = settle_s
+        self._max_request = (max_buffered_spans, max_buffered_bytes)
+        self._max_held = max_traces
+        # Guards admission (capacity checks and reservations) and _held; never held while sending or grading.
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._held: dict[str, list[_Held]] = {}
+        # Roots already taken for grading (a sender's retry can send one twice): graded once, forwarded as sent.
+        self._seen_roots: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="trajgrade-sidecar-grader", daemon=True)
+        self._thread.start()
+
+    # --- receiving --------------------------------------------------------------------------------------------
+    def submit(self, request: TraceRequest, protocol: str = "http") -> bool:
+        """Admit a request (True), or refuse it whole because a buffer is full or the sidecar is stopping (False:
+        the sender retries it later). A request no buffer could ever hold raises :class:`TooLarge`. Its spans are
+        read only once it is admitted."""
+        spans, size = request.span_count, len(request.body)
+        max_spans, max_bytes = self._max_request
+        if spans > max_spans or size > max_bytes:
+            self.metrics.refused.add(1, {"reason": "too_large"})
+            what = f"{spans} spans" if spans > max_spans else f"{size} bytes"
+            most = f"{max_spans} spans" if spans > max_spans else f"{max_bytes} bytes"
+            raise TooLarge(
+                f"a request of {what} is more than the forward buffer holds ({most}): send it in smaller requests"
+            )
+        with self._lock:
+            if self._closed:
+                self.metrics.refused.add(1, {"reason": "shutting_down"})
+                return False
+            if not all(f.has_room(spans, size) for f in self._forwarders):
+                self.metrics.refused.add(1, {"reason": "buffer_full"})
+                return False
+            for f in self._forwarders:
+                f.reserve(spans, size)
+        self.metrics.received.add(spans, {"protocol": protocol})
+        held: list[_Held] = []
+        rest = request.body
+        with internal_errors("sidecar receive", self._grading.count_internal_error):
+            held, rest = self._split(request)
+        if spans > len(held):
+            self._put(Batch(rest, spans - len(held), size - sum(len(h.span) for h in held)))
+        if held:
+            with self._lock:
+                if len(self._held) >= self._max_held:  # bounded: grade at once rather than hold
+                    for h in held:
+                        h.ready_at = 0.0
+                for h in held:
+                    self._held.setdefault(h.trace_id, []).append(h)
+                self._wake.notify()
+        return True
+
+    def _split(self, request: TraceRequest) -> tuple[list[_Held], bytes]:
+        """Record every span; splice the roots out of the request's bytes (they wait for grading)."""
+        roots: list[Span] = []
+        records: list[tuple[str, SpanRecord, int]] = []
+        add = records.append
+        for span in request.spans:
+            if span.scope_name == sc.TRAJGRADE_SCOPE:
+                continue  # trajgrade's own spans are forwarded, not graded
+            if not _is_root(span):
+                add((span.trace_id, normalize(span, False), span.size + _RECORD_OVERHEAD))
+            elif self._first_time(span):
+                roots.append(span)
+        self._assembler.extend(records)
+        if not roots:
+            return [], request.body
+        splice = SpliceRequest.FromString(request.body)
+        held: list[_Held] = []
+        ready_at = time.monotonic() + self._settle_s
+        for root in reversed(roots):  # from the end, so that each index is still right
+            rs = splice.resource_spans[root.resource_index]
+            ss = rs.scope_spans[root.scope_index]
+            envelope = SpliceRequest()
+            out_rs = envelope.resource_spans.add(resource=rs.resource, schema_url=rs.schema_url)
+            out_rs.scope_spans.add(scope=ss.scope, schema_url=ss.schema_url)
+            resource, scope = root.resource_attributes, root.scope_name
+            held.append(_Held(root.trace_id, ss.spans[root.index], resource, scope, envelope, ready_at))
+            del ss.spans[root.index]
+        return held, splice.SerializeToString()
+
+    def _first_time(self, root: Span) -> bool:
+        key = (root.trace_id, root.span_id)
+        with self._lock:
+            if key in self._seen_roots:
+                return False
+            self._seen_roots[key] = None
+            if len(self._seen_roots) > _SEEN_ROOTS:
+                self._seen_roots.popitem(last=False)
+        return True
+
+    def _put(self, batch: Batch) -> None:
+        for f in self._forwarders:
+            f.put(batch)
+
+    # --- grading ----------------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        last_expire = time.monotonic()
+        while True:
+            with self._lock:
+                if self._closed and not self._held:
+                    return
+                self._wake.wait(0.05)
+                now = time.monotonic()
+                due = [tid for tid, hs in self._held.items() if all(h.ready_at <= now or self._closed for h in hs)]
+                batches = [(tid, self._held.pop(tid)) for tid in due]
+            graded = [root for tid, held in batches for root in self._grade_trace(tid, held, partial=self._closed)]
+            for start in range(0, len(graded), _ROOTS_PER_BATCH):
+                chunk = graded[start : start + _ROOTS_PER_BATCH]
+                self._put(Batch(b"".join(body for body, _ in chunk), len(chunk), sum(size for _, size in chunk)))
+            if now - last_expire >= 1.0:
+                last_expire = now
+                self._expire(now)
+
+    def _grade_trace(self, trace_id: str, held: list[_Held], *, partial: bool) -> list[tuple[bytes, int]]:
+        """Grade a trace's held roots; each comes back as a one-span request with its results added, with the
+        bytes reserved for it (the root's own)."""
+        records, dropped = self._assembler.snapshot(trace_id)
+        out: list[tuple[bytes, int]] = []
+        for h in held:
+            root = h.span
+            with internal_errors("sidecar grading", self._grading.count_internal_error):
+                notes = (f"{dropped} span(s) dropped: over the buffers' bounds",) if dropped else ()
+                record = normalize(read_span(h.span, h.resource, h.scope), True)
+                report = self._grading.grade(records, record, partial=partial or dropped > 0, notes=notes)
+                if report is not None:
+                    root = h.span + result_fields(report, record.end_unix_nano)
+            h.envelope.resource_spans[0].scope_spans[0].spans.append(root)
+            out.append((h.envelope.SerializeToString(), len(h.span)))
+        self._assembler.pop(trace_id)
+        return out
+
+    def _expire(self, now: float | None = None) -> None:
+        """Traces past their age with no root: grade what arrived as partial (metrics only), then release."""
+        with self._lock:
+            holding = set(self._held)
+        for trace_id, buffer in self._assembler.expire(now):
+            if trace_id in holding:
+                continue
+            self._count_drop("trace_age")
+            self._grade_orphan(buffer.records)
+
+    def _grade_orphan(self, records: list[SpanRecord]) -> None:
+        if not records:
+            return
+        with internal_errors("sidecar grading", self._grading.count_internal_error):
+            root = root_of(records)
+            rest = [r for r in records if r is not root]
+            self._grading.grade(rest, root, partial=True, notes=("the root span never arrived",))
+
+    # --- lifecycle --------------------------------------------------------------------------------------------
+    def close(self, timeout_s: float = 10.0) -> int:
+        """Stop admitting, grade held roots and orphans as partial, forward everything; spans left undelivered."""
+        with self._lock:
+            if self._closed:
+                return 0
+            self._closed = True
+            self._wake.notify_all()
+        self._thread.join(timeout=timeout_s)
+        for _trace_id, buffer in self._assembler.drain():
+            self._grade_orphan(buffer.records)
+        deadline = time.monotonic() + timeout_s
+        return sum(f.close(max(0.1, deadline - time.monotonic())) for f in self._forwarders)
+
+    def flush(self, timeout_s: float = 10.0) -> bool:
+        """Grade what is due and wait until every forwarder has delivered its queue (tests, shutdown)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._held:
+                    break
+            time.sleep(0.02)
+        return all(f.flush(max(0.0, deadline - time.monotonic())) for f in self._forwarders)
+
+    @property
+    def accepting(self) -> bool:
+        return not self._closed
+
+    @property
+    def held_roots(self) -> int:
+        with self._lock:
+            return sum(len(h) for h in self._held.values())
+
+    def _count_drop(self, reason: str) -> None:
+        self._grading.count_drop(reason)
+
+    def _forward_failed(self, target: str, reason: str, retry: bool, spans: int) -> None:
+        self.metrics.forward_failures.add(1, {"target": target, "retry": retry})
+        if not retry:
+            self.metrics.downstream_rejected.add(spans, {"target": target})
