@@ -12,6 +12,7 @@ from opentelemetry.proto.trace.v1 import trace_pb2
 
 from trajgrade.core import semconv as sc
 from trajgrade.core.config import parse_config
+from trajgrade.core.collector import CollectedRun
 from trajgrade.core.grading import Grading
 from trajgrade.core.readers import read_path
 from trajgrade.core.trajectory.normalize import normalize
@@ -129,7 +130,8 @@ def test_result_fields_appended_to_a_root_add_its_events_and_verdict() -> None:
     config = parse_config(
         "graders:\n  - {type: loop, max_repeats: 2}\n  - {type: tool-call-count, config: {max: 50}}\n"
     )
-    report = Grading(config).grade([r for r in records if r is not root], root)
+    rest = [r for r in records if r is not root]
+    report = Grading(config).grade(CollectedRun(root.trace_id, root, rest, False, (), None))
     assert report is not None
     original = trace_pb2.Span(name="root", end_time_unix_nano=5)
     original.attributes.add(key="a").value.int_value = 1

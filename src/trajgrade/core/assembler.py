@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Container, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -118,11 +118,13 @@ class Assembler(Generic[T]):
                 self._done.popitem(last=False)
         return buffer if buffer is not None else TraceBuffer()
 
-    def expire(self, now: float | None = None) -> list[tuple[Hashable, TraceBuffer[T]]]:
-        """Release the traces older than ``max_trace_age_s``."""
+    def expire(self, now: float | None = None, keep: Container[Hashable] = ()) -> list[tuple[Hashable, TraceBuffer[T]]]:
+        """Release the traces older than ``max_trace_age_s`` (but those in ``keep``)."""
         now = time.monotonic() if now is None else now
         with self._lock:
-            old = [tid for tid, b in self._traces.items() if now - b.first_seen > self.max_trace_age_s]
+            old = [
+                tid for tid, b in self._traces.items() if now - b.first_seen > self.max_trace_age_s and tid not in keep
+            ]
             released = [(tid, self._traces.pop(tid)) for tid in old]
             self._size -= sum(b.size for _, b in released)
         return released

@@ -11,17 +11,49 @@ One ``gen_ai.evaluation.result`` event per grader: ``gen_ai.evaluation.name``, `
 from __future__ import annotations
 
 import json
+import time
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import (
+    ConcurrentMultiSpanProcessor,
+    Event,
+    ReadableSpan,
+    SpanLimits,
+    SynchronousMultiSpanProcessor,
+)
+from opentelemetry.sdk.trace import Tracer as SdkTracer
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
+from opentelemetry.sdk.util.instrumentation import InstrumentationInfo, InstrumentationScope
+from opentelemetry.trace import (
+    NonRecordingSpan,
+    SpanContext,
+    TraceFlags,
+    Tracer,
+    TracerProvider,
+    get_tracer_provider,
+    set_span_in_context,
+)
 from opentelemetry.util.types import AttributeValue
 
 from trajgrade.core import semconv as sc
 from trajgrade.core.graders.base import GraderResult
 from trajgrade.core.suite import RunReport
+from trajgrade.core.trajectory.normalize import SpanRecord
+from trajgrade.version import __version__
 
-__all__ = ["log_records", "report_attributes", "result_attributes", "result_events", "with_results"]
+__all__ = [
+    "EvaluationSpans",
+    "log_records",
+    "span_context_of",
+    "report_attributes",
+    "result_attributes",
+    "result_events",
+    "with_results",
+]
 
 _MAX_SPAN_IDS = 64
 _MAX_TEXT = 4096
@@ -97,11 +129,61 @@ def with_results(span: ReadableSpan, report: RunReport) -> ReadableSpan:
     )
 
 
-def log_records(report: RunReport, span_context: Any, logger: Any) -> None:
-    """Emit the results as log-based ``gen_ai.evaluation.result`` events in the context of the run's root."""
-    from opentelemetry.context import Context
-    from opentelemetry.trace import NonRecordingSpan, set_span_in_context
+def span_context_of(record: SpanRecord) -> SpanContext | None:
+    """The span context of a span record (its ids are hex), or None when they are not valid ids."""
+    try:
+        trace_id, span_id = int(record.trace_id, 16), int(record.span_id, 16)
+    except (TypeError, ValueError):
+        return None
+    if not (trace_id and span_id):
+        return None
+    return SpanContext(trace_id, span_id, is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED))
 
+
+def log_records(report: RunReport, root: SpanRecord, logger: Any) -> None:
+    """Emit the results as log-based ``gen_ai.evaluation.result`` events in the context of the run's root."""
+    span_context = span_context_of(root)
+    if span_context is None:
+        return
     ctx: Context = set_span_in_context(NonRecordingSpan(span_context))
     for result in report.results:
         logger.emit(event_name=sc.EVALUATION_RESULT_EVENT, attributes=result_attributes(result), context=ctx)
+
+
+class EvaluationSpans:
+    """Starts the span ``evaluation {agent}`` that carries a run's results when its root cannot (it was exported
+    already, or never ended): a child of the root, at the root's end.
+
+    It is started in the pipeline of the provider that recorded the run: an SDK root span holds its provider's
+    span processors, so the span reaches them whichever provider is global. For a run with no SDK root (its
+    root never arrived) it comes from ``tracer_provider``, or the global one.
+    """
+
+    def __init__(self, tracer_provider: TracerProvider | None = None) -> None:
+        self._tracer_provider = tracer_provider
+        self._ids = RandomIdGenerator()
+        self._scope = InstrumentationScope(sc.TRAJGRADE_SCOPE, __version__)
+        with warnings.catch_warnings():  # the SDK's Tracer still takes the deprecated form too
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self._info = InstrumentationInfo(sc.TRAJGRADE_SCOPE, __version__)
+
+    def emit(self, report: RunReport, root: SpanRecord, span: ReadableSpan | None = None) -> None:
+        parent = span.context if span is not None and span.context is not None else span_context_of(root)
+        if parent is None:
+            return
+        end = (span.end_time if span is not None else None) or time.time_ns()
+        agent = report.trajectory.agent_name or report.trajectory.root_span_name
+        name = f"{sc.EVALUATION_SPAN_PREFIX}{agent}"
+        attributes = {**report_attributes(report), sc.OPERATION_NAME: "evaluation"}
+        processor = getattr(span, "_span_processor", None)  # the SDK span's provider pipeline
+        tracer: Tracer
+        if span is not None and isinstance(processor, SynchronousMultiSpanProcessor | ConcurrentMultiSpanProcessor):
+            sampler, limits = ParentBased(ALWAYS_ON), SpanLimits()
+            tracer = SdkTracer(sampler, span.resource, processor, self._ids, self._info, limits, self._scope)
+        else:
+            tracer = (self._tracer_provider or get_tracer_provider()).get_tracer(sc.TRAJGRADE_SCOPE, __version__)
+        parent_context = set_span_in_context(NonRecordingSpan(parent))
+        evaluation = tracer.start_span(name, context=parent_context, start_time=end, attributes=attributes)
+        for result in report.results:
+            evaluation.add_event(sc.EVALUATION_RESULT_EVENT, result_attributes(result), timestamp=end)
+        evaluation.end(end_time=end)

@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from opentelemetry.metrics import MeterProvider
 
+from trajgrade.core.collector import CollectedRun
 from trajgrade.core.config import Config
 from trajgrade.core.internal_errors import internal_errors
 from trajgrade.core.suite import RunReport, grade_run
-from trajgrade.core.trajectory.build import build_trajectory, is_run
-from trajgrade.core.trajectory.normalize import SpanRecord
 
 __all__ = ["Grading"]
 
@@ -47,21 +46,15 @@ class Grading:
     def count_internal_error(self, error_type: str) -> None:
         self.metrics.record_internal_error(error_type)
 
-    def grade(
-        self, records: Sequence[SpanRecord], root: SpanRecord, *, partial: bool = False, notes: tuple[str, ...] = ()
-    ) -> RunReport | None:
-        """Build and grade the run under ``root``; record its metrics; hand it to ``on_report``. A root that is
-        not a run (an agent's setup alone) gives None."""
+    def grade(self, run: CollectedRun[Any]) -> RunReport | None:
+        """Build and grade a run; record its metrics; hand it to ``on_report``. A root that is not a run (an
+        agent's setup alone) gives None."""
         report: RunReport | None = None
-        if not is_run(root, bool(records)):
+        if not run.is_run:
             return None
         with internal_errors("grading", self.count_internal_error):
             started = time.perf_counter()
-            trajectory = build_trajectory([root, *records], root, prices=self.config.prices, partial=partial)
-            if notes:
-                from dataclasses import replace
-
-                trajectory = replace(trajectory, notes=(*trajectory.notes, *notes))
+            trajectory = run.trajectory(self.config.prices)
             report = grade_run(self.config, trajectory)
             self.metrics.record_report(report, time.perf_counter() - started)
         if report is not None and self.on_report is not None:

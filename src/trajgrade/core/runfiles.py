@@ -7,8 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from trajgrade.core.collector import RunCollector, is_own, is_root
 from trajgrade.core.readers import NOT_TRACE_DATA, read_path
-from trajgrade.core.trajectory import SpanRecord, Trajectory, build_trajectories, normalize
+from trajgrade.core.trajectory import SpanRecord, Trajectory, normalize
 from trajgrade.core.trajectory.cost import Price
 from trajgrade.exceptions import TraceDecodeError
 
@@ -41,12 +42,14 @@ def expand_paths(paths: Sequence[str]) -> list[tuple[str, bool]]:
 
 def read_runs(paths: Sequence[str], prices: Mapping[str, Price] | None = None) -> tuple[list[FileRun], list[str]]:
     """The runs in ``paths`` in root start order, and the problems to report: a file that cannot be read, and
-    input that held spans but gave no run."""
-    records: list[SpanRecord] = []
-    origin: dict[tuple[str, str], str] = {}
+    input that held spans but gave no run. Runs are made as every door makes them (:mod:`trajgrade.core.collector`):
+    a trace whose root is not among the spans read is a partial run."""
+    collector: RunCollector[SpanRecord, str] = RunCollector(max_traces=2**62, max_spans_per_trace=2**62)
+    seen: set[tuple[str, str]] = set()
+    first_file: dict[str, str] = {}  # where each trace was first seen: the file of a run whose root is missing
+    spans_read = 0
     problems: list[str] = []
-    files = expand_paths(paths)
-    for path, in_directory in files:
+    for path, in_directory in expand_paths(paths):
         try:
             spans = read_path(path)
         except TraceDecodeError as e:
@@ -54,11 +57,21 @@ def read_runs(paths: Sequence[str], prices: Mapping[str, Price] | None = None) -
                 problems.append(str(e))
             continue
         for span in spans:
-            records.append(normalize(span, keep_attributes=span.parent_span_id is None))
-            origin.setdefault((span.trace_id, span.span_id), path)
-    runs = build_trajectories(records, prices=prices)
-    if records and not runs:
-        problems.append(f"{', '.join(paths)}: {len(records)} span(s) read, but no run among them")
-    first = files[0][0] if files else "-"
-    located = [FileRun(origin.get((t.trace_id, t.root_span_id), first), t) for t in runs]
+            spans_read += 1
+            if (span.trace_id, span.span_id) in seen:
+                continue  # the same span read twice (a file given twice): once is enough
+            seen.add((span.trace_id, span.span_id))
+            first_file.setdefault(span.trace_id, path)
+            if is_own(span.scope_name):
+                continue
+            root = is_root(span.parent_span_id, span.parent_is_remote)
+            record = normalize(span, keep_attributes=root)
+            if root:
+                collector.root(span.trace_id, record, path)
+            else:
+                collector.add(span.trace_id, record)
+    located = [FileRun(run.payload or "-", run.trajectory(prices)) for run in collector.close() if run.is_run]
+    located.sort(key=lambda r: (r.trajectory.start_unix_nano, r.trajectory.trace_id, r.trajectory.root_span_id))
+    if spans_read and not located:
+        problems.append(f"{', '.join(paths)}: {spans_read} span(s) read, but no run among them")
     return located, problems

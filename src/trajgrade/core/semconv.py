@@ -357,6 +357,8 @@ TRAJGRADE_PASSED: Final = "trajgrade.passed"
 TRAJGRADE_SCORE: Final = "trajgrade.score"
 TRAJGRADE_PARTIAL: Final = "trajgrade.partial"
 TRAJGRADE_SCOPE: Final = "trajgrade"
+#: The name of the span that carries a run's results when its root cannot: ``evaluation {agent}``.
+EVALUATION_SPAN_PREFIX: Final = "evaluation "
 #: Metric attribute keys (bounded values only).
 METRIC_RESULT: Final = "trajgrade.result"  # passed | failed (trajgrade.runs)
 METRIC_REASON: Final = "trajgrade.reason"  # why a trace was dropped

@@ -17,9 +17,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from trajgrade.core import semconv as sc
-from trajgrade.core.assembler import Assembler
+from trajgrade.core.collector import CollectedRun, RunCollector, is_own, is_root
 from trajgrade.core.config import Config
-from trajgrade.core.emit import log_records, with_results
+from trajgrade.core.emit import EvaluationSpans, log_records, with_results
 from trajgrade.core.grading import Grading
 from trajgrade.core.internal_errors import internal_errors
 from trajgrade.core.spans import SdkSpan
@@ -30,7 +30,12 @@ __all__ = ["GradingSpanExporter"]
 
 
 class GradingSpanExporter(SpanExporter):
-    """Wraps an exporter; runs are graded when their root span is exported."""
+    """Wraps an exporter; runs are graded when their root span is exported.
+
+    A root cannot wait here (the batch is exported when ``export`` returns), so a run is graded from the spans
+    exported before or with its root. Runs whose root never comes are graded as partial after
+    ``max_trace_age_s`` or at shutdown, their results on an ``evaluation {agent}`` span sent then.
+    """
 
     def __init__(
         self,
@@ -39,6 +44,7 @@ class GradingSpanExporter(SpanExporter):
         *,
         meter_provider: MeterProvider | None = None,
         logger_provider: Any = None,
+        tracer_provider: Any = None,
         on_report: Callable[[RunReport], Any] | None = None,
         max_traces: int = 10_000,
         max_spans_per_trace: int = 10_000,
@@ -47,7 +53,8 @@ class GradingSpanExporter(SpanExporter):
         self._exporter = exporter
         self._grading = Grading(config, meter_provider=meter_provider, on_report=on_report, active=self._active)
         self._logger = logger_provider.get_logger(sc.TRAJGRADE_SCOPE) if logger_provider is not None else None
-        self._assembler: Assembler[SpanRecord] = Assembler(
+        self._evaluation_spans = EvaluationSpans(tracer_provider)
+        self._collector: RunCollector[SpanRecord, int] = RunCollector(
             max_traces=max_traces,
             max_spans_per_trace=max_spans_per_trace,
             max_trace_age_s=max_trace_age_s,
@@ -55,40 +62,40 @@ class GradingSpanExporter(SpanExporter):
         )
 
     def _active(self) -> int:
-        return len(self._assembler)
+        return len(self._collector)
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        out: list[ReadableSpan] = list(spans)
+        out = list(spans)
         with internal_errors("export", self._grading.count_internal_error):
-            roots: list[int] = []
             for i, span in enumerate(spans):
-                if span.instrumentation_scope is not None and span.instrumentation_scope.name == sc.TRAJGRADE_SCOPE:
+                scope, parent = span.instrumentation_scope, span.parent
+                if is_own(scope.name if scope is not None else None):
                     continue
-                if span.parent is None or span.parent.is_remote:
-                    roots.append(i)
-                else:
-                    record = normalize(SdkSpan(span), keep_attributes=False)
-                    self._assembler.add(record.trace_id, record)
-            for i in roots:
-                out[i] = self._grade_root(spans[i])
-            for _trace_id, _buffer in self._assembler.expire():
-                self._grading.count_drop("trace_age")
+                root = is_root(parent, parent.is_remote if parent is not None else None)
+                record = normalize(SdkSpan(span), keep_attributes=root)
+                if not root:
+                    self._collector.add(record.trace_id, record)
+                elif not self._collector.root(record.trace_id, record, i):
+                    continue
+            self._emit(self._collector.due(), out)
         return self._exporter.export(out)
 
-    def _grade_root(self, root: ReadableSpan) -> ReadableSpan:
-        record = normalize(SdkSpan(root), keep_attributes=True)
-        buffer = self._assembler.pop(record.trace_id)
-        report = self._grading.grade(buffer.records, record, partial=buffer.dropped_spans > 0)
-        if report is None:
-            return root
-        if self._logger is not None and root.context is not None:
-            log_records(report, root.context, self._logger)
-        return with_results(root, report)
+    def _emit(self, runs: list[CollectedRun[int]], batch: list[ReadableSpan]) -> None:
+        for run in runs:
+            report = self._grading.grade(run)
+            if report is None:
+                continue
+            with internal_errors("emit", self._grading.count_internal_error):
+                if self._logger is not None:
+                    log_records(report, run.root, self._logger)
+                if run.payload is not None:
+                    batch[run.payload] = with_results(batch[run.payload], report)
+                else:
+                    self._evaluation_spans.emit(report, run.root)
 
     def shutdown(self) -> None:
         with internal_errors("shutdown", self._grading.count_internal_error):
-            for _trace_id, _buffer in self._assembler.drain():
-                self._grading.count_drop("no_root_at_shutdown")
+            self._emit(self._collector.close(), [])
         self._exporter.shutdown()
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:

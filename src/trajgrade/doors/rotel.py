@@ -15,17 +15,22 @@ errors are logged once and counted.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
 from collections.abc import Mapping
 from typing import Any
 
+from opentelemetry.metrics import MeterProvider
+
 from trajgrade.core import semconv as sc
-from trajgrade.core.assembler import Assembler
+from trajgrade.core.collector import RunCollector, is_own, is_root
 from trajgrade.core.emit import report_attributes, result_attributes
+from trajgrade.core.grading import Grading
 from trajgrade.core.spans import SpanEvent, make_event, otlp_parent_is_remote
 from trajgrade.core.trajectory.normalize import SpanRecord, normalize
+from trajgrade.core.worker import Graded, GradingWorker
 
 __all__ = ["RotelGrader", "process_spans"]
 
@@ -108,46 +113,82 @@ def _key_value(key: str, value: Any) -> Any:
     return KeyValue(key, AnyValue(value))
 
 
+def _meter_provider() -> MeterProvider | None:
+    """Metrics over OTLP when the standard environment asks for them (``OTEL_EXPORTER_OTLP_ENDPOINT`` or
+    ``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT``): rotel has no meter provider of its own for Python processors."""
+    if not (os.environ.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")):
+        return None
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+    from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+    from opentelemetry.sdk.resources import OTELResourceDetector, Resource
+
+    resource = Resource({"service.name": "trajgrade-rotel"}).merge(OTELResourceDetector().detect())
+    provider = SdkMeterProvider([PeriodicExportingMetricReader(OTLPMetricExporter())], resource=resource)
+    atexit.register(provider.shutdown)
+    return provider
+
+
 class RotelGrader:
-    """Records spans as they pass and grades each run when its root passes."""
+    """Records spans as they pass and grades each run when its root passes, or ``settle_s`` later.
 
-    def __init__(self, config_path: str, *, max_traces: int = 10_000, max_spans_per_trace: int = 10_000) -> None:
+    rotel exports a batch when ``process_spans`` returns, so a root cannot be held: with ``settle_s`` 0 (the
+    default) a run is graded as its root passes, from the spans that passed before it, and its results are
+    added to the root; with ``settle_s`` the run waits for spans in later batches and its results go to the
+    metrics only.
+    """
+
+    def __init__(
+        self,
+        config_path: str,
+        *,
+        settle_s: float = 0.0,
+        max_traces: int = 10_000,
+        max_spans_per_trace: int = 10_000,
+        max_trace_age_s: float = 600.0,
+        meter_provider: MeterProvider | None = None,
+    ) -> None:
         from trajgrade.core.config import load_config
-        from trajgrade.core.grading import Grading
 
-        self._grading = Grading(load_config(config_path))
-        self._assembler: Assembler[SpanRecord] = Assembler(
+        self._grading = Grading(load_config(config_path), meter_provider=meter_provider, active=self._active)
+        self._collector: RunCollector[SpanRecord, Any] = RunCollector(
+            settle_s=settle_s,
             max_traces=max_traces,
             max_spans_per_trace=max_spans_per_trace,
-            max_trace_age_s=600.0,
+            max_trace_age_s=max_trace_age_s,
             on_drop=self._grading.count_drop,
         )
+        self._worker = GradingWorker(self._collector, self._grading, _add_results, thread=settle_s > 0)
+        atexit.register(self._worker.close, 5.0)
+
+    def _active(self) -> int:
+        return len(self._collector)
 
     def process(self, resource_spans: Any) -> None:
         resource = _attributes(resource_spans.resource.attributes) if resource_spans.resource is not None else {}
+        hold = self._collector.settle_s == 0  # the root is still here when its run is graded
         for scope_spans in resource_spans.scope_spans:
             scope = scope_spans.scope.name if scope_spans.scope is not None else ""
-            if scope == sc.TRAJGRADE_SCOPE:
+            if is_own(scope):
                 continue
-            roots = []
             for span in scope_spans.spans:
                 view = RotelSpan(span, resource, scope)
-                if view.parent_span_id is None or view.parent_is_remote:
-                    roots.append((span, view))
+                if is_root(view.parent_span_id, view.parent_is_remote):
+                    self._collector.root(view.trace_id, normalize(view, keep_attributes=True), span if hold else None)
                 else:
-                    self._assembler.add(view.trace_id, normalize(view, keep_attributes=False))
-            for span, view in roots:
-                self._grade(span, view)
-        self._assembler.expire()
+                    self._collector.add(view.trace_id, normalize(view, keep_attributes=False))
+        self._worker.run_due()
 
-    def _grade(self, span: Any, view: RotelSpan) -> None:
-        from rotel_sdk.open_telemetry.trace.v1 import Event
 
-        buffer = self._assembler.pop(view.trace_id)
-        report = self._grading.grade(buffer.records, normalize(view, keep_attributes=True), partial=False)
-        if report is None:
-            return
-        when = view.end_unix_nano
+def _add_results(graded: list[Graded[Any]]) -> None:
+    """A graded run's results as events and attributes of its root, when it is still passing."""
+    from rotel_sdk.open_telemetry.trace.v1 import Event
+
+    for run, report in graded:
+        span = run.payload
+        if span is None or report is None:
+            continue
+        when = run.root.end_unix_nano
         for result in report.results:
             event = Event()
             event.name = sc.EVALUATION_RESULT_EVENT
@@ -177,7 +218,12 @@ def process_spans(resource_spans: Any) -> None:
                     _failed = True
                     logger.error("trajgrade: set TRAJGRADE_CONFIG to a graders file; spans pass ungraded")
                     return
-                _grader = RotelGrader(path)
+                _grader = RotelGrader(
+                    path,
+                    settle_s=float(os.environ.get("TRAJGRADE_SETTLE_S", "0")),
+                    max_trace_age_s=float(os.environ.get("TRAJGRADE_MAX_TRACE_AGE_S", "600")),
+                    meter_provider=_meter_provider(),
+                )
             _grader.process(resource_spans)
     except Exception:
         if _grader is None:

@@ -34,13 +34,13 @@ from typing import Any
 from opentelemetry.metrics import MeterProvider, get_meter_provider
 
 from trajgrade.core import semconv as sc
-from trajgrade.core.assembler import Assembler
+from trajgrade.core.collector import RunCollector, is_own, is_root
 from trajgrade.core.config import Config
 from trajgrade.core.grading import Grading
 from trajgrade.core.internal_errors import internal_errors
 from trajgrade.core.suite import RunReport
-from trajgrade.core.trajectory.build import root_of
 from trajgrade.core.trajectory.normalize import SpanRecord, normalize
+from trajgrade.core.worker import Graded, GradingWorker
 from trajgrade.doors.sidecar._protowire import Span, read_span
 from trajgrade.doors.sidecar.forward import Batch, Forwarder
 from trajgrade.doors.sidecar.otlp import TraceRequest, result_fields
@@ -59,16 +59,21 @@ _RECORD_OVERHEAD = 256
 
 @dataclass(slots=True)
 class _Held:
+    """A root spliced out of its request, waiting for its run to be graded."""
+
     trace_id: str
     span: bytes  # the root, as it arrived
     resource: dict[str, Any]  # its resource's attributes
     scope: str
     envelope: Any  # a SpliceRequest with the root's resource and scope, and no span yet
-    ready_at: float
 
+    def record(self) -> SpanRecord:
+        return normalize(read_span(self.span, self.resource, self.scope), True)
 
-def _is_root(span: Span) -> bool:
-    return span.parent_span_id is None or span.parent_is_remote is True
+    def request(self, extra: bytes = b"") -> bytes:
+        """A one-span request of the root, with ``extra`` (encoded fields: the results) appended to the span."""
+        self.envelope.resource_spans[0].scope_spans[0].spans.append(self.span + extra)
+        return bytes(self.envelope.SerializeToString())
 
 
 class SidecarMetrics:
@@ -114,7 +119,9 @@ class Pipeline:
         on_report: Callable[[RunReport], Any] | None = None,
     ) -> None:
         self.metrics = SidecarMetrics(meter_provider)
-        self._assembler: Assembler[SpanRecord] = Assembler(
+        self._collector: RunCollector[SpanRecord, _Held] = RunCollector(
+            settle_s=settle_s,
+            max_pending=max_traces,
             max_traces=max_traces,
             max_spans_per_trace=max_spans_per_trace,
             max_trace_age_s=max_trace_age_s,
@@ -125,7 +132,7 @@ class Pipeline:
             config,
             meter_provider=meter_provider,
             on_report=on_report,
-            active=lambda: len(self._assembler),
+            active=lambda: len(self._collector),
         )
         self._forwarders = [
             Forwarder(
@@ -137,18 +144,13 @@ class Pipeline:
             )
             for target in forward_to
         ]
-        self._settle_s = settle_s
         self._max_request = (max_buffered_spans, max_buffered_bytes)
-        self._max_held = max_traces
-        # Guards admission (capacity checks and reservations) and _held; never held while sending or grading.
+        # Guards admission (capacity checks and reservations); never held while sending or grading.
         self._lock = threading.Lock()
-        self._wake = threading.Condition(self._lock)
-        self._held: dict[str, list[_Held]] = {}
         # Roots already taken for grading (a sender's retry can send one twice): graded once, forwarded as sent.
         self._seen_roots: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._closed = False
-        self._thread = threading.Thread(target=self._run, name="trajgrade-sidecar-grader", daemon=True)
-        self._thread.start()
+        self._worker = GradingWorker(self._collector, self._grading, self._forward_graded, name="trajgrade-sidecar")
 
     # --- receiving --------------------------------------------------------------------------------------------
     def submit(self, request: TraceRequest, protocol: str = "http") -> bool:
@@ -180,14 +182,13 @@ class Pipeline:
             held, rest = self._split(request)
         if spans > len(held):
             self._put(Batch(rest, spans - len(held), size - sum(len(h.span) for h in held)))
-        if held:
-            with self._lock:
-                if len(self._held) >= self._max_held:  # bounded: grade at once rather than hold
-                    for h in held:
-                        h.ready_at = 0.0
-                for h in held:
-                    self._held.setdefault(h.trace_id, []).append(h)
-                self._wake.notify()
+        passed_on = [h for h in held if not self._collector.root(h.trace_id, h.record, h)]
+        if passed_on:  # too many roots held: forwarded ungraded (counted queue_full)
+            self._put(
+                Batch(b"".join(h.request() for h in passed_on), len(passed_on), sum(len(h.span) for h in passed_on))
+            )
+        if len(passed_on) < len(held):
+            self._worker.wake()
         return True
 
     def _split(self, request: TraceRequest) -> tuple[list[_Held], bytes]:
@@ -196,18 +197,17 @@ class Pipeline:
         records: list[tuple[str, SpanRecord, int]] = []
         add = records.append
         for span in request.spans:
-            if span.scope_name == sc.TRAJGRADE_SCOPE:
+            if is_own(span.scope_name):
                 continue  # trajgrade's own spans are forwarded, not graded
-            if not _is_root(span):
+            if not is_root(span.parent_span_id, span.parent_is_remote):
                 add((span.trace_id, normalize(span, False), span.size + _RECORD_OVERHEAD))
             elif self._first_time(span):
                 roots.append(span)
-        self._assembler.extend(records)
+        self._collector.extend(records)
         if not roots:
             return [], request.body
         splice = SpliceRequest.FromString(request.body)
         held: list[_Held] = []
-        ready_at = time.monotonic() + self._settle_s
         for root in reversed(roots):  # from the end, so that each index is still right
             rs = splice.resource_spans[root.resource_index]
             ss = rs.scope_spans[root.scope_index]
@@ -215,7 +215,7 @@ class Pipeline:
             out_rs = envelope.resource_spans.add(resource=rs.resource, schema_url=rs.schema_url)
             out_rs.scope_spans.add(scope=ss.scope, schema_url=ss.schema_url)
             resource, scope = root.resource_attributes, root.scope_name
-            held.append(_Held(root.trace_id, ss.spans[root.index], resource, scope, envelope, ready_at))
+            held.append(_Held(root.trace_id, ss.spans[root.index], resource, scope, envelope))
             del ss.spans[root.index]
         return held, splice.SerializeToString()
 
@@ -234,59 +234,22 @@ class Pipeline:
             f.put(batch)
 
     # --- grading ----------------------------------------------------------------------------------------------
-    def _run(self) -> None:
-        last_expire = time.monotonic()
-        while True:
-            with self._lock:
-                if self._closed and not self._held:
-                    return
-                self._wake.wait(0.05)
-                now = time.monotonic()
-                due = [tid for tid, hs in self._held.items() if all(h.ready_at <= now or self._closed for h in hs)]
-                batches = [(tid, self._held.pop(tid)) for tid in due]
-            graded = [root for tid, held in batches for root in self._grade_trace(tid, held, partial=self._closed)]
-            for start in range(0, len(graded), _ROOTS_PER_BATCH):
-                chunk = graded[start : start + _ROOTS_PER_BATCH]
-                self._put(Batch(b"".join(body for body, _ in chunk), len(chunk), sum(size for _, size in chunk)))
-            if now - last_expire >= 1.0:
-                last_expire = now
-                self._expire(now)
-
-    def _grade_trace(self, trace_id: str, held: list[_Held], *, partial: bool) -> list[tuple[bytes, int]]:
-        """Grade a trace's held roots; each comes back as a one-span request with its results added, with the
-        bytes reserved for it (the root's own)."""
-        records, dropped = self._assembler.snapshot(trace_id)
+    def _forward_graded(self, graded: list[Graded[_Held]]) -> None:
+        """Each graded root goes on as a one-span request with its results added; roots graded in one pass go
+        together, in requests of at most ``_ROOTS_PER_BATCH``."""
         out: list[tuple[bytes, int]] = []
-        for h in held:
-            root = h.span
-            with internal_errors("sidecar grading", self._grading.count_internal_error):
-                notes = (f"{dropped} span(s) dropped: over the buffers' bounds",) if dropped else ()
-                record = normalize(read_span(h.span, h.resource, h.scope), True)
-                report = self._grading.grade(records, record, partial=partial or dropped > 0, notes=notes)
-                if report is not None:
-                    root = h.span + result_fields(report, record.end_unix_nano)
-            h.envelope.resource_spans[0].scope_spans[0].spans.append(root)
-            out.append((h.envelope.SerializeToString(), len(h.span)))
-        self._assembler.pop(trace_id)
-        return out
-
-    def _expire(self, now: float | None = None) -> None:
-        """Traces past their age with no root: grade what arrived as partial (metrics only), then release."""
-        with self._lock:
-            holding = set(self._held)
-        for trace_id, buffer in self._assembler.expire(now):
-            if trace_id in holding:
-                continue
-            self._count_drop("trace_age")
-            self._grade_orphan(buffer.records)
-
-    def _grade_orphan(self, records: list[SpanRecord]) -> None:
-        if not records:
-            return
-        with internal_errors("sidecar grading", self._grading.count_internal_error):
-            root = root_of(records)
-            rest = [r for r in records if r is not root]
-            self._grading.grade(rest, root, partial=True, notes=("the root span never arrived",))
+        for run, report in graded:
+            h = run.payload
+            if h is None:
+                continue  # its root never arrived: graded for the metrics only
+            extra = b""
+            if report is not None:
+                with internal_errors("sidecar emit", self._grading.count_internal_error):
+                    extra = result_fields(report, run.root.end_unix_nano)
+            out.append((h.request(extra), len(h.span)))
+        for start in range(0, len(out), _ROOTS_PER_BATCH):
+            chunk = out[start : start + _ROOTS_PER_BATCH]
+            self._put(Batch(b"".join(body for body, _ in chunk), len(chunk), sum(size for _, size in chunk)))
 
     # --- lifecycle --------------------------------------------------------------------------------------------
     def close(self, timeout_s: float = 10.0) -> int:
@@ -295,21 +258,14 @@ class Pipeline:
             if self._closed:
                 return 0
             self._closed = True
-            self._wake.notify_all()
-        self._thread.join(timeout=timeout_s)
-        for _trace_id, buffer in self._assembler.drain():
-            self._grade_orphan(buffer.records)
         deadline = time.monotonic() + timeout_s
+        self._worker.close(timeout_s)
         return sum(f.close(max(0.1, deadline - time.monotonic())) for f in self._forwarders)
 
     def flush(self, timeout_s: float = 10.0) -> bool:
         """Grade what is due and wait until every forwarder has delivered its queue (tests, shutdown)."""
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            with self._lock:
-                if not self._held:
-                    break
-            time.sleep(0.02)
+        self._worker.flush(timeout_s)
         return all(f.flush(max(0.0, deadline - time.monotonic())) for f in self._forwarders)
 
     @property
@@ -318,8 +274,7 @@ class Pipeline:
 
     @property
     def held_roots(self) -> int:
-        with self._lock:
-            return sum(len(h) for h in self._held.values())
+        return self._collector.held
 
     def _count_drop(self, reason: str) -> None:
         self._grading.count_drop(reason)

@@ -1,0 +1,231 @@
+"""From spans to runs: the one place that decides which spans make a run and when the run is complete.
+
+Every door (the span processor, the exporter wrapper, the sidecar, the rotel processor, the command line) hands
+its spans here, adapted to span records, and gets runs back, ready to grade. The rules, the same for all:
+
+- A span is a run's **root** when it has no parent or its parent is remote (:func:`is_root`); the other spans
+  are buffered by trace (:class:`~trajgrade.core.assembler.Assembler`, bounded; every drop is counted by reason).
+- trajgrade's **own spans** (its instrumentation scope, :func:`is_own`) are never part of a run.
+- A root is **held** for ``settle_s`` after it ends, so that spans of its run ending after it (or arriving in a
+  later batch) are still in; then its run is **due**. Roots past ``max_pending`` are not held: counted
+  ``queue_full`` and passed on ungraded.
+- A run is **partial** when a span of it was dropped, when its root never ended (graded at shutdown from what
+  arrived), or when its root never arrived: a trace with no root for ``max_trace_age_s`` is counted
+  ``trace_age`` and graded from what arrived, as is every trace still open when the door closes (counted
+  ``no_root_at_shutdown``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Generic, TypeVar
+
+from trajgrade.core import semconv as sc
+from trajgrade.core.assembler import Assembler
+from trajgrade.core.trajectory.build import build_trajectory, is_run, root_of
+from trajgrade.core.trajectory.cost import Price
+from trajgrade.core.trajectory.model import Trajectory
+from trajgrade.core.trajectory.normalize import SpanRecord
+
+__all__ = ["CollectedRun", "RunCollector", "is_own", "is_root"]
+
+T = TypeVar("T")  # what the door buffers for a span (a span record, or parts it normalizes later)
+P = TypeVar("P")  # what the door keeps with a root to emit the results on (a span, its bytes, ...)
+
+ROOT_NEVER_ARRIVED = "the root span never arrived: graded from the spans that did"
+ROOT_NEVER_ENDED = "the root span had not ended when the run was graded"
+SETTLE_CUT_SHORT = "graded at shutdown before its settle time was over"
+
+
+def is_root(parent_span_id: object, parent_is_remote: bool | None) -> bool:
+    """Whether a span is a run's root: it has no parent, or its parent is in another process."""
+    return parent_span_id is None or parent_is_remote is True
+
+
+def is_own(scope_name: str | None) -> bool:
+    """Whether a span is trajgrade's own (its evaluation span): never part of a run."""
+    return scope_name == sc.TRAJGRADE_SCOPE
+
+
+@dataclass(frozen=True, slots=True)
+class CollectedRun(Generic[P]):
+    """A run ready to grade: its root, the other spans of its trace, and what the door kept with the root (None
+    when the root never arrived)."""
+
+    trace: Hashable
+    root: SpanRecord
+    records: list[SpanRecord]
+    partial: bool
+    notes: tuple[str, ...]
+    payload: P | None
+
+    def trajectory(self, prices: Mapping[str, Price] | None = None) -> Trajectory:
+        """The run's trajectory, its notes included."""
+        t = build_trajectory([self.root, *self.records], self.root, prices=prices, partial=self.partial)
+        return replace(t, notes=(*t.notes, *self.notes)) if self.notes else t
+
+    @property
+    def is_run(self) -> bool:
+        """Whether there is a run to grade (not an agent's setup alone)."""
+        return is_run(self.root, bool(self.records))
+
+
+@dataclass(slots=True)
+class _Held(Generic[P]):
+    root: Callable[[], SpanRecord]  # normalized when the run is due, off the door's hot path
+    payload: P
+    ready_at: float
+    partial: bool
+
+
+class RunCollector(Generic[T, P]):
+    """Buffers spans by trace and returns runs when they are due.
+
+    Args:
+        to_record: turns a buffered item into a span record when its run is due (default: items are records).
+        settle_s: how long a root is held after it ends before its run is due.
+        max_pending: roots held at once; past it a root is passed on ungraded (``queue_full``).
+        max_traces, max_spans_per_trace, max_trace_age_s, max_bytes: the buffers' bounds.
+        on_drop: counts a drop by reason.
+    """
+
+    def __init__(
+        self,
+        *,
+        to_record: Callable[[T], SpanRecord] | None = None,
+        settle_s: float = 0.0,
+        max_pending: int = 10_000,
+        max_traces: int = 10_000,
+        max_spans_per_trace: int = 10_000,
+        max_trace_age_s: float = 3600.0,
+        max_bytes: int | None = None,
+        on_drop: Callable[[str], None] = lambda reason: None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._to_record = to_record
+        self.settle_s = settle_s
+        self._max_pending = max_pending
+        self._on_drop = on_drop
+        self._clock = clock
+        self._assembler: Assembler[T] = Assembler(
+            max_traces=max_traces,
+            max_spans_per_trace=max_spans_per_trace,
+            max_trace_age_s=max_trace_age_s,
+            max_bytes=max_bytes,
+            on_drop=on_drop,
+        )
+        self.add = self._assembler.add  # a span that is not a root: the hot path, bound once
+        self.extend = self._assembler.extend
+        # Guards _held (roots waiting for their settle time, by trace); held only to read or change it.
+        self._lock = threading.Lock()
+        self._held: dict[Hashable, list[_Held[P]]] = {}
+        self._last_expire = clock()
+
+    def __len__(self) -> int:
+        """Traces with spans buffered."""
+        return len(self._assembler)
+
+    @property
+    def buffered_bytes(self) -> int:
+        return self._assembler.size
+
+    @property
+    def held(self) -> int:
+        with self._lock:
+            return sum(len(h) for h in self._held.values())
+
+    def root(
+        self, trace: Hashable, root: SpanRecord | Callable[[], SpanRecord], payload: P, *, partial: bool = False
+    ) -> bool:
+        """A root ended (or arrived): hold it until its run is due. False when too many are held: the root is
+        counted ``queue_full`` and its trace released; the door passes the root on ungraded."""
+        make = root if callable(root) else (lambda: root)
+        with self._lock:
+            full = sum(map(len, self._held.values())) >= self._max_pending if self._max_pending else True
+            if not full:
+                ready_at = self._clock() + self.settle_s
+                self._held.setdefault(trace, []).append(_Held(make, payload, ready_at, partial))
+        if full:
+            self._on_drop("queue_full")
+            self._assembler.pop(trace)
+        return not full
+
+    def next_due(self) -> float | None:
+        """When the next held run is due (the clock's time), if one is held."""
+        with self._lock:
+            return min((max(h.ready_at for h in hs) for hs in self._held.values()), default=None)
+
+    def due(self, now: float | None = None) -> list[CollectedRun[P]]:
+        """The runs whose roots' settle time has passed, then the runs of traces whose root never arrived within
+        ``max_trace_age_s`` (checked at most once a second)."""
+        now = self._clock() if now is None else now
+        with self._lock:
+            ready = [t for t, hs in self._held.items() if all(h.ready_at <= now for h in hs)]
+            taken = [(t, self._held.pop(t)) for t in ready]
+        runs = [run for trace, held in taken for run in self._held_runs(trace, held)]
+        if now - self._last_expire >= 1.0:
+            self._last_expire = now
+            runs += self._expired(now)
+        return runs
+
+    def close(self) -> list[CollectedRun[P]]:
+        """Every run still held, then every trace still buffered (its root never arrived; ``no_root_at_shutdown``)."""
+        with self._lock:
+            taken = list(self._held.items())
+            self._held.clear()
+        now = self._clock()
+        runs = [run for trace, held in taken for run in self._held_runs(trace, held, cut_at=now)]
+        for trace, buffer in self._assembler.drain():
+            self._on_drop("no_root_at_shutdown")
+            runs += self._orphan(trace, buffer.records, buffer.dropped_spans)
+        return runs
+
+    # --- internals --------------------------------------------------------------------------------------------
+    def _records(self, items: Iterable[T]) -> list[SpanRecord]:
+        if self._to_record is None:
+            return list(items)  # type: ignore[arg-type]  # the items are records
+        return [self._to_record(item) for item in items]
+
+    def _held_runs(self, trace: Hashable, held: list[_Held[P]], cut_at: float | None = None) -> list[CollectedRun[P]]:
+        """The runs of a trace's held roots; ``cut_at``: the time of a shutdown that did not wait for them."""
+        buffer = self._assembler.pop(trace)
+        records, dropped = self._records(buffer.records), buffer.dropped_spans
+        runs = []
+        for h in held:
+            notes = _dropped_note(dropped)
+            if h.partial:
+                notes += (ROOT_NEVER_ENDED,)
+            elif cut_at is not None and h.ready_at > cut_at:
+                notes += (SETTLE_CUT_SHORT,)
+            partial = dropped > 0 or len(notes) > 0
+            runs.append(CollectedRun(trace, h.root(), records, partial, notes, h.payload))
+        return runs
+
+    def _expired(self, now: float) -> list[CollectedRun[P]]:
+        with self._lock:
+            holding = set(self._held)
+        runs: list[CollectedRun[P]] = []
+        for trace, buffer in self._assembler.expire(now, keep=holding):
+            self._on_drop("trace_age")
+            runs += self._orphan(trace, buffer.records, buffer.dropped_spans)
+        return runs
+
+    def _orphan(self, trace: Hashable, items: list[T], dropped: int) -> list[CollectedRun[P]]:
+        records = self._records(items)
+        if not records:
+            return []
+        root = root_of(records)
+        rest = [r for r in records if r is not root]
+        ids = {r.span_id for r in records}
+        if all(r.parent_span_id in ids for r in records):  # every span's parent is among them
+            why = f"the spans' parent links form a cycle: span {root.span_id} ({root.name}) taken as the root"
+        else:
+            why = ROOT_NEVER_ARRIVED
+        return [CollectedRun(trace, root, rest, True, (*_dropped_note(dropped), why), None)]
+
+
+def _dropped_note(dropped: int) -> tuple[str, ...]:
+    return (f"{dropped} span(s) dropped: over the buffers' bounds",) if dropped else ()

@@ -1,0 +1,142 @@
+"""Grading off the door's own thread: a worker that grades a collector's runs as they fall due.
+
+The span processor and the sidecar grade on a worker; the exporter wrapper, the rotel processor and the
+command line grade in the thread that hands them spans (:meth:`GradingWorker.run_due` without a thread).
+Either way a pass takes the due runs, grades each, and hands the pass to the door's ``finish`` (which emits).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any, Generic
+
+from trajgrade.core.collector import CollectedRun, P, RunCollector
+from trajgrade.core.grading import Grading
+from trajgrade.core.internal_errors import internal_errors
+from trajgrade.core.suite import RunReport
+
+__all__ = ["Graded", "GradingWorker"]
+
+#: A run and its report (None when it was not a run: an agent's setup alone, or grading failed).
+Graded = tuple[CollectedRun[P], RunReport | None]
+
+#: How often an idle worker looks for traces past their age.
+_IDLE_S = 1.0
+
+
+class GradingWorker(Generic[P]):
+    """Grades due runs, on a thread of its own (``thread=True``) or when asked (``run_due``).
+
+    Args:
+        collector: where the runs come from.
+        grading: grades them.
+        finish: called with each pass's graded runs, on the grading thread; its errors are counted, not raised.
+        thread: start a daemon thread (restarted in a forked child).
+    """
+
+    def __init__(
+        self,
+        collector: RunCollector[Any, P],
+        grading: Grading,
+        finish: Callable[[list[Graded[P]]], None],
+        *,
+        thread: bool = True,
+        name: str = "trajgrade-grader",
+    ) -> None:
+        self._collector = collector
+        self._grading = grading
+        self._finish = finish
+        self._name = name
+        self._wake = threading.Condition()
+        self._busy = False
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        if thread:
+            self._start()
+            if hasattr(os, "register_at_fork"):  # held weakly: the hook must not keep a dropped door alive
+                ref = weakref.WeakMethod(self._after_fork)
+                os.register_at_fork(after_in_child=lambda: (m := ref()) is not None and m())
+
+    @property
+    def threaded(self) -> bool:
+        return self._thread is not None
+
+    def wake(self) -> None:
+        with self._wake:
+            self._wake.notify_all()
+
+    def run_due(self, now: float | None = None) -> int:
+        """Grade the runs due now in the calling thread; how many there were."""
+        return self._grade(self._collector.due(now))
+
+    def close(self, timeout_s: float = 30.0) -> bool:
+        """Stop the thread (after the pass it is in), then grade every run still held or buffered; False when
+        the thread did not stop within ``timeout_s`` (a grader stuck: it is a daemon, it is left)."""
+        with self._wake:
+            self._stopping = True
+            self._wake.notify_all()
+        stopped = True
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            stopped = not self._thread.is_alive()
+        if stopped:
+            self._grade(self._collector.close())
+        return stopped
+
+    def flush(self, timeout_s: float = 30.0) -> bool:
+        """Wait until no held run is due and no pass is running, grading in this thread when there is no worker."""
+        deadline = time.monotonic() + timeout_s
+        if self._thread is None or not self._thread.is_alive():
+            self._grade(self._collector.due(float("inf")))
+            return True
+        with self._wake:
+            while self._collector.held or self._busy:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._wake.notify_all()
+                self._wake.wait(min(remaining, 0.05))
+        return True
+
+    # --- internals --------------------------------------------------------------------------------------------
+    def _grade(self, runs: list[CollectedRun[P]]) -> int:
+        if not runs:
+            return 0
+        graded: list[Graded[P]] = [(run, self._grading.grade(run)) for run in runs]
+        with internal_errors("emit", self._grading.count_internal_error):
+            self._finish(graded)
+        return len(graded)
+
+    def _start(self) -> None:
+        self._thread = threading.Thread(target=self._work, name=self._name, daemon=True)
+        self._thread.start()
+
+    def _after_fork(self) -> None:
+        self._wake = threading.Condition()
+        self._busy = False
+        if not self._stopping:
+            self._start()
+
+    def _work(self) -> None:
+        while True:
+            with self._wake:
+                if self._stopping:
+                    return
+                due = self._collector.next_due()
+                wait = _IDLE_S if due is None else due - time.monotonic()
+                if wait > 0:
+                    self._wake.wait(min(wait, _IDLE_S))
+                if self._stopping:
+                    return
+                self._busy = True
+            try:
+                with internal_errors("grading worker", self._grading.count_internal_error):
+                    self.run_due()
+            finally:
+                with self._wake:
+                    self._busy = False
+                    self._wake.notify_all()
