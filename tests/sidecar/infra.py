@@ -53,6 +53,8 @@ class Sink:
     def __init__(self) -> None:
         self.spans: list[trace_pb2.Span] = []
         self.metric_names: set[str] = set()
+        #: The latest value of every counter point received: (name, attributes) -> value.
+        self.counters: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
         self.requests = 0
         self.status = 200
         self.delay_s = 0.0  # a slow backend
@@ -88,6 +90,12 @@ class Sink:
                         sink.metric_names.update(
                             m.name for rm in metrics.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
                         )
+                        for rm in metrics.resource_metrics:
+                            for sm in rm.scope_metrics:
+                                for m in sm.metrics:
+                                    for p in m.sum.data_points:
+                                        attrs = frozenset((a.key, a.value.string_value) for a in p.attributes)
+                                        sink.counters[(m.name, attrs)] = p.as_int or p.as_double
                 self.send_response(200)
                 self.send_header("content-type", "application/x-protobuf")
                 self.end_headers()

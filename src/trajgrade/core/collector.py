@@ -12,7 +12,7 @@ its spans here, adapted to span records, and gets runs back, ready to grade. The
 - A run is **partial** when a span of it was dropped, when its root never ended (graded at shutdown from what
   arrived), or when its root never arrived: a trace with no root for ``max_trace_age_s`` is counted
   ``trace_age`` and graded from what arrived, as is every trace still open when the door closes (counted
-  ``no_root_at_shutdown``).
+  ``open_at_shutdown``).
 """
 
 from __future__ import annotations
@@ -172,14 +172,14 @@ class RunCollector(Generic[T, P]):
         return runs
 
     def close(self) -> list[CollectedRun[P]]:
-        """Every run still held, then every trace still buffered (its root never arrived; ``no_root_at_shutdown``)."""
+        """Every run still held, then every trace still buffered (its root never arrived; ``open_at_shutdown``)."""
         with self._lock:
             taken = list(self._held.items())
             self._held.clear()
         now = self._clock()
         runs = [run for trace, held in taken for run in self._held_runs(trace, held, cut_at=now)]
         for trace, buffer in self._assembler.drain():
-            self._on_drop("no_root_at_shutdown")
+            self._on_drop("open_at_shutdown")
             runs += self._orphan(trace, buffer.records, buffer.dropped_spans)
         return runs
 

@@ -218,6 +218,7 @@ class GradingSpanProcessor(SpanProcessor):
             self._open_roots.clear()
         for span in open_roots:
             assert span.context is not None
+            self._count_drop("open_at_shutdown")
             self._collector.root(span.context.trace_id, _root_record(span), span, partial=True)
 
     def _finish(self, graded: list[Graded[ReadableSpan]]) -> None:
