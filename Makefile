@@ -27,6 +27,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks scripts examples
 	$(BIN)/ruff format --check src tests benchmarks scripts examples
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 demo: $(STAMP)
 	$(BIN)/python examples/demo_agent.py
