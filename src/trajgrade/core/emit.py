@@ -167,7 +167,9 @@ class EvaluationSpans:
             warnings.simplefilter("ignore", DeprecationWarning)
             self._info = InstrumentationInfo(sc.TRAJGRADE_SCOPE, __version__)
 
-    def emit(self, report: RunReport, root: SpanRecord, span: ReadableSpan | None = None) -> None:
+    def emit(self, report: RunReport, root: SpanRecord, span: ReadableSpan | None = None, pipeline: Any = None) -> None:
+        """``span``: the root as the SDK handed it over; ``pipeline``: the span processor of the provider that
+        recorded it (the live SDK span's), when known."""
         parent = span.context if span is not None and span.context is not None else span_context_of(root)
         if parent is None:
             return
@@ -175,7 +177,7 @@ class EvaluationSpans:
         agent = report.trajectory.agent_name or report.trajectory.root_span_name
         name = f"{sc.EVALUATION_SPAN_PREFIX}{agent}"
         attributes = {**report_attributes(report), sc.OPERATION_NAME: "evaluation"}
-        processor = getattr(span, "_span_processor", None)  # the SDK span's provider pipeline
+        processor = pipeline if pipeline is not None else getattr(span, "_span_processor", None)
         tracer: Tracer
         if span is not None and isinstance(processor, SynchronousMultiSpanProcessor | ConcurrentMultiSpanProcessor):
             sampler, limits = ParentBased(ALWAYS_ON), SpanLimits()

@@ -21,6 +21,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -45,6 +46,15 @@ logger = logging.getLogger(__name__)
 __all__ = ["GradingSpanProcessor"]
 
 _SUPPRESS = otel_context.create_key("suppress_instrumentation")
+
+
+@dataclass(frozen=True, slots=True)
+class _Root:
+    """A run's root as the SDK handed it over, and the span processor of the provider that recorded it (the
+    live span's: the evaluation span goes there)."""
+
+    span: ReadableSpan
+    pipeline: Any
 
 
 def _flush_at_exit(ref: weakref.ref[GradingSpanProcessor]) -> None:
@@ -103,7 +113,7 @@ class GradingSpanProcessor(SpanProcessor):
         self._downstream = downstream
         self._logger = logger_provider.get_logger(sc.TRAJGRADE_SCOPE) if logger_provider is not None else None
         self._evaluation_spans = EvaluationSpans(tracer_provider)
-        self._collector: RunCollector[SdkParts, ReadableSpan] = RunCollector(
+        self._collector: RunCollector[SdkParts, _Root] = RunCollector(
             to_record=_record,
             settle_s=settle_s,
             max_pending=max_pending,
@@ -202,8 +212,9 @@ class GradingSpanProcessor(SpanProcessor):
         """Hold the root until its run is graded (False: it was not held, pass it on)."""
         assert span.context is not None
         with self._lock:
-            self._open_roots.pop(span.context.span_id, None)
-        if not self._collector.root(span.context.trace_id, _root_record(span), span):
+            live = self._open_roots.pop(span.context.span_id, None)
+        root = _Root(span, getattr(live, "_span_processor", None))
+        if not self._collector.root(span.context.trace_id, _root_record(span), root):
             return False
         if self._worker.threaded:
             self._worker.wake()
@@ -219,9 +230,10 @@ class GradingSpanProcessor(SpanProcessor):
         for span in open_roots:
             assert span.context is not None
             self._count_drop("open_at_shutdown")
-            self._collector.root(span.context.trace_id, _root_record(span), span, partial=True)
+            root = _Root(span, getattr(span, "_span_processor", None))
+            self._collector.root(span.context.trace_id, _root_record(span), root, partial=True)
 
-    def _finish(self, graded: list[Graded[ReadableSpan]]) -> None:
+    def _finish(self, graded: list[Graded[_Root]]) -> None:
         token = otel_context.attach(otel_context.set_value(_SUPPRESS, True))
         try:
             for run, report in graded:
@@ -229,8 +241,9 @@ class GradingSpanProcessor(SpanProcessor):
         finally:
             otel_context.detach(token)
 
-    def _emit(self, run: CollectedRun[ReadableSpan], report: RunReport | None) -> None:
-        root = run.payload
+    def _emit(self, run: CollectedRun[_Root], report: RunReport | None) -> None:
+        root = run.payload.span if run.payload is not None else None
+        pipeline = run.payload.pipeline if run.payload is not None else None
         passing_on = self._downstream is not None and root is not None and root.end_time is not None
         if report is not None:
             with internal_errors("emit", self._grading.count_internal_error):
@@ -240,6 +253,6 @@ class GradingSpanProcessor(SpanProcessor):
                     assert root is not None
                     root = with_results(root, report)
                 else:
-                    self._evaluation_spans.emit(report, run.root, root)
+                    self._evaluation_spans.emit(report, run.root, root, pipeline)
         if passing_on and root is not None and self._downstream is not None:
             self._downstream.on_end(root)
