@@ -15,7 +15,7 @@ from trajgrade import GradingSpanProcessor, parse_config
 from trajgrade.core import semconv as sc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-from demo_agent import run_scenarios  # noqa: E402  (real pydantic-ai agents on a scripted model)
+from demo_agent import run_scenarios  # real pydantic-ai agents on a scripted model
 
 CONFIG = parse_config("graders:\n  - {type: loop, name: loop, max_repeats: 2}\n  - {type: completed}\n")
 
