@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from datetime import datetime, timezone
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -256,7 +257,8 @@ def test_log_records_one_per_result_in_the_roots_context() -> None:
         result(name="b", status="fail", score=0.0, evidence=(Evidence("x", ("00000000000000a1",)),)),
         result(name="c", status="error", score=0.0, error_type="timeout"),
     )
-    log_records(report(*results, passed=False, score=1 / 3), root, provider.get_logger("trajgrade"))
+    root_record = SimpleNamespace(trace_id=f"{root.trace_id:032x}", span_id=f"{root.span_id:016x}")  # its ids
+    log_records(report(*results, passed=False, score=1 / 3), root_record, provider.get_logger("trajgrade"))
     records = exporter.get_finished_logs()
     assert len(records) == 3
     for record, expected in zip(records, results, strict=True):
@@ -274,7 +276,7 @@ def test_log_records_of_a_run_without_results_emit_nothing() -> None:
     exporter = InMemoryLogRecordExporter()
     provider = LoggerProvider()
     provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
-    root = SpanContext(1, 2, is_remote=False)
+    root = SimpleNamespace(trace_id=f"{1:032x}", span_id=f"{2:016x}")
     log_records(report(), root, provider.get_logger("trajgrade"))
     assert exporter.get_finished_logs() == ()
     provider.shutdown()

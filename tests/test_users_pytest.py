@@ -18,9 +18,6 @@ Each is run with ``worker=True`` and ``worker=False``. The positive control runs
 ``TRAJGRADE_RAISE_INTERNAL_ERRORS=1``: the user's tests then fail with the injected errors, which shows that the
 injections reach trajgrade's own error handling (a grader's exception is the exception: trajgrade turns it into
 an ``error`` result whatever the switch says, and the user's test checks that result).
-
-Known failure, marked ``xfail`` (strict: the fix turns it into an unexpected pass to remove the mark): with
-``worker=True`` a span that fails normalization ends trajgrade's grading thread instead of being logged.
 """
 
 from __future__ import annotations
@@ -164,11 +161,6 @@ MESSAGES = {
     "grader": "RuntimeError: grader exploded",
     "normalize": "ValueError: poisoned attributes",
 }
-WORKER_NORMALIZE_BUG = (
-    "a span that fails normalization on the grading thread: GradingSpanProcessor._finish normalizes outside any "
-    "internal_errors guard, so the exception ends the trajgrade-grader thread (pytest reports it as an unhandled "
-    "thread exception, an error under filterwarnings=error) instead of being logged and counted"
-)
 
 
 @dataclass(frozen=True)
@@ -250,12 +242,9 @@ def users_suite(tmp_path_factory: pytest.TempPathFactory) -> SuiteRunner:
     return run
 
 
-KNOWN_BUG = pytest.mark.xfail(reason=WORKER_NORMALIZE_BUG, strict=True)
-
-
 @pytest.mark.parametrize(
     "worker",
-    [pytest.param(False, id="inline"), pytest.param(True, id="worker", marks=KNOWN_BUG)],
+    [pytest.param(False, id="inline"), pytest.param(True, id="worker")],
 )
 def test_the_users_suite_passes(users_suite: SuiteRunner, worker: bool) -> None:
     run = users_suite(worker)
@@ -270,7 +259,6 @@ def test_the_users_suite_passes(users_suite: SuiteRunner, worker: bool) -> None:
             worker,
             injection,
             id=f"{'worker' if worker else 'inline'}-{injection}",
-            marks=[KNOWN_BUG] if worker and injection == "normalize" else [],
         )
         for worker in (False, True)
         for injection in INJECTIONS

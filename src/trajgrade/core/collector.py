@@ -21,10 +21,11 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from trajgrade.core import semconv as sc
 from trajgrade.core.assembler import Assembler
+from trajgrade.core.internal_errors import report_internal_error
 from trajgrade.core.trajectory.build import build_trajectory, is_run, root_of
 from trajgrade.core.trajectory.cost import Price
 from trajgrade.core.trajectory.model import Trajectory
@@ -103,9 +104,11 @@ class RunCollector(Generic[T, P]):
         max_trace_age_s: float = 3600.0,
         max_bytes: int | None = None,
         on_drop: Callable[[str], None] = lambda reason: None,
+        on_error: Callable[[str], None] = lambda error_type: None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._to_record = to_record
+        self._on_error = on_error
         self.settle_s = settle_s
         self._max_pending = max_pending
         self._on_drop = on_drop
@@ -165,7 +168,7 @@ class RunCollector(Generic[T, P]):
         with self._lock:
             ready = [t for t, hs in self._held.items() if all(h.ready_at <= now for h in hs)]
             taken = [(t, self._held.pop(t)) for t in ready]
-        runs = [run for trace, held in taken for run in self._held_runs(trace, held)]
+        runs = [run for trace, held in taken for run in self._guarded(self._held_runs, trace, held)]
         if now - self._last_expire >= 1.0:
             self._last_expire = now
             runs += self._expired(now)
@@ -177,13 +180,22 @@ class RunCollector(Generic[T, P]):
             taken = list(self._held.items())
             self._held.clear()
         now = self._clock()
-        runs = [run for trace, held in taken for run in self._held_runs(trace, held, cut_at=now)]
+        runs = [run for trace, held in taken for run in self._guarded(self._held_runs, trace, held, now)]
         for trace, buffer in self._assembler.drain():
             self._on_drop("open_at_shutdown")
-            runs += self._orphan(trace, buffer.records, buffer.dropped_spans)
+            runs += self._guarded(self._orphan, trace, buffer.records, buffer.dropped_spans)
         return runs
 
     # --- internals --------------------------------------------------------------------------------------------
+    def _guarded(self, make: Callable[..., list[CollectedRun[P]]], *args: Any) -> list[CollectedRun[P]]:
+        """The runs ``make`` gives; when it fails (a span that cannot be read), that trace's runs only are lost,
+        logged and counted."""
+        try:
+            return make(*args)
+        except Exception as e:
+            report_internal_error("collecting a run", e, self._on_error)
+            return []
+
     def _records(self, items: Iterable[T]) -> list[SpanRecord]:
         if self._to_record is None:
             return list(items)  # type: ignore[arg-type]  # the items are records
@@ -210,7 +222,7 @@ class RunCollector(Generic[T, P]):
         runs: list[CollectedRun[P]] = []
         for trace, buffer in self._assembler.expire(now, keep=holding):
             self._on_drop("trace_age")
-            runs += self._orphan(trace, buffer.records, buffer.dropped_spans)
+            runs += self._guarded(self._orphan, trace, buffer.records, buffer.dropped_spans)
         return runs
 
     def _orphan(self, trace: Hashable, items: list[T], dropped: int) -> list[CollectedRun[P]]:

@@ -121,6 +121,7 @@ class GradingSpanProcessor(SpanProcessor):
             max_spans_per_trace=max_spans_per_trace,
             max_trace_age_s=max_trace_age_s,
             on_drop=self._count_drop,
+            on_error=lambda error_type: self._grading.count_internal_error(error_type),
         )
         self._add = self._collector.add  # bound once: on_end runs for every span the agent ends
         self._grading = Grading(config, meter_provider=meter_provider, on_report=on_report, active=self._active)

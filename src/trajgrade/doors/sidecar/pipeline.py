@@ -127,6 +127,7 @@ class Pipeline:
             max_trace_age_s=max_trace_age_s,
             max_bytes=max_grading_bytes,
             on_drop=self._count_drop,
+            on_error=lambda error_type: self._grading.count_internal_error(error_type),
         )
         self._grading = Grading(
             config,
