@@ -436,5 +436,10 @@ class _Loader:
             for k, v in p.items():
                 if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
                     raise self.error((*at, k), "a price is a number >= 0")
-            out[str(model)] = Price(float(p["input"]), float(p["output"]), p.get("cache_read"), p.get("cache_write"))
+            out[str(model)] = Price(
+                input=float(p["input"]),
+                output=float(p["output"]),
+                cache_read=p.get("cache_read"),
+                cache_write=p.get("cache_write"),
+            )
         return out

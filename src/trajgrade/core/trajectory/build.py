@@ -125,16 +125,16 @@ def _tops(
 def _unended_root(children: Sequence[SpanRecord]) -> SpanRecord:
     first = children[0]
     return SpanRecord(
-        first.trace_id,
-        str(first.parent_span_id),
-        None,
-        UNENDED_ROOT_NAME,
-        sc.OTHER,
-        min(c.start_unix_nano for c in children),
-        max(c.end_unix_nano for c in children),
-        True,
-        "unended_root",
-        "the root span never ended",
+        trace_id=first.trace_id,
+        span_id=str(first.parent_span_id),
+        parent_span_id=None,
+        name=UNENDED_ROOT_NAME,
+        kind=sc.OTHER,
+        start_unix_nano=min(c.start_unix_nano for c in children),
+        end_unix_nano=max(c.end_unix_nano for c in children),
+        error=True,
+        error_type="unended_root",
+        error_message="the root span never ended",
         service_name=first.service_name,
     )
 
@@ -260,9 +260,6 @@ def _build(
         agent_rec = node.agent
         agent = agent_rec.agent_name if agent_rec is not None else r.agent_name
         status: Literal["ok", "error"] = "error" if r.error else "ok"
-        # Step's fields in order (positional: a trajectory builds one per span): index, kind, span_id,
-        # parent_span_id, name, agent, turn, start, end, status, error_type, error_message, model, provider,
-        # usage, cost_usd, tool, requested_tool_call_ids, depth.
         if r.kind == sc.LLM:
             turn += 1
             asked = requests[r.span_id]
@@ -273,20 +270,46 @@ def _build(
                 cost = 0.0  # a failed request that reports no usage counts nothing (see _summary)
             steps.append(
                 Step(
-                    i, "llm_call", r.span_id, r.parent_span_id, r.name, agent, turn,
-                    r.start_unix_nano, r.end_unix_nano, status, r.error_type, r.error_message,
-                    r.model, r.provider, r.usage, cost, None, requested, node.depth,
+                    index=i,
+                    kind="llm_call",
+                    span_id=r.span_id,
+                    parent_span_id=r.parent_span_id,
+                    name=r.name,
+                    agent=agent,
+                    turn=turn,
+                    start_unix_nano=r.start_unix_nano,
+                    end_unix_nano=r.end_unix_nano,
+                    status=status,
+                    error_type=r.error_type,
+                    error_message=r.error_message,
+                    model=r.model,
+                    provider=r.provider,
+                    usage=r.usage,
+                    cost_usd=cost,
+                    requested_tool_call_ids=requested,
+                    depth=node.depth,
                 )
-            )  # fmt: skip
+            )
         else:
             request, tool_turn = join.take(r, max(turn, 0))
             steps.append(
                 Step(
-                    i, "tool_call", r.span_id, r.parent_span_id, r.name, agent, tool_turn,
-                    r.start_unix_nano, r.end_unix_nano, status, r.error_type, r.error_message,
-                    None, None, None, None, _tool_call(r, request), (), node.depth,
+                    index=i,
+                    kind="tool_call",
+                    span_id=r.span_id,
+                    parent_span_id=r.parent_span_id,
+                    name=r.name,
+                    agent=agent,
+                    turn=tool_turn,
+                    start_unix_nano=r.start_unix_nano,
+                    end_unix_nano=r.end_unix_nano,
+                    status=status,
+                    error_type=r.error_type,
+                    error_message=r.error_message,
+                    tool=_tool_call(r, request),
+                    depth=node.depth,
                 )
-            )  # fmt: skip
+            )
 
     summary = _summary(root, outer_agent, steps, nodes, prices, join)
     return Trajectory(
@@ -498,14 +521,14 @@ def _tool_call(r: SpanRecord, request: Request | None) -> ToolCall:
 
     has_arguments, has_result = arguments is not MISSING, result is not MISSING
     return ToolCall(
-        r.tool_name or r.name,
-        call_id,
-        arguments if has_arguments else None,
-        result if has_result else None,
-        has_arguments,
-        has_result,
-        parse_arguments if has_arguments else None,
-        _result if has_result else None,
+        name=r.tool_name or r.name,
+        call_id=call_id,
+        arguments=arguments if has_arguments else None,
+        result=result if has_result else None,
+        arguments_captured=has_arguments,
+        result_captured=has_result,
+        parse_arguments=parse_arguments if has_arguments else None,
+        parse_result=_result if has_result else None,
     )
 
 
@@ -612,7 +635,7 @@ def _summary(
     if with_usage:
         usage = _total(with_usage)
     elif failed_without_usage and failed_without_usage == len(llm):
-        usage = Usage(0, 0)
+        usage = Usage(input_tokens=0, output_tokens=0)
     elif outer_agent is not None and outer_agent.usage is not None:
         usage, usage_source = outer_agent.usage, "agent_totals"
     elif root.usage is not None:

@@ -36,7 +36,7 @@ MISSING: Any = _Missing()
 @dataclass(slots=True, init=False)
 class SpanRecord:
     """What trajgrade keeps of one span (read-only by contract; not frozen, which would make it slow to build;
-    its ``__init__`` written out, as in ``model.py``, for mypyc to compile it)."""
+    its ``__init__`` written out, as in ``model.py``, for mypyc to compile it; keyword arguments only)."""
 
     trace_id: str
     span_id: str
@@ -71,6 +71,7 @@ class SpanRecord:
 
     def __init__(
         self,
+        *,
         trace_id: str,
         span_id: str,
         parent_span_id: str | None,
@@ -191,13 +192,13 @@ def _usage(
     if input_tokens is None and output_tokens is None:
         return None  # the other counts alone are no usage
     if not shape.optional_usage:
-        return Usage(input_tokens, output_tokens)
+        return Usage(input_tokens=input_tokens, output_tokens=output_tokens)
     return Usage(
-        input_tokens,
-        output_tokens,
-        _int(_first(attributes, shape.cache_read)),
-        _int(_first(attributes, shape.cache_write)),
-        _int(_first(attributes, shape.reasoning)),
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_read_tokens=_int(_first(attributes, shape.cache_read)),
+        cache_write_tokens=_int(_first(attributes, shape.cache_write)),
+        reasoning_tokens=_int(_first(attributes, shape.reasoning)),
     )
 
 
@@ -406,16 +407,16 @@ def normalize(span: SpanView, keep_attributes: bool | None = None) -> SpanRecord
     if keep_attributes is None:
         keep_attributes = parent is None or remote
     r = SpanRecord(
-        span.trace_id,
-        span.span_id,
-        parent,
-        name,
-        kind,
-        span.start_unix_nano,
-        span.end_unix_nano,
-        failed,
-        error_type,
-        error_message,
+        trace_id=span.trace_id,
+        span_id=span.span_id,
+        parent_span_id=parent,
+        name=name,
+        kind=kind,
+        start_unix_nano=span.start_unix_nano,
+        end_unix_nano=span.end_unix_nano,
+        error=failed,
+        error_type=error_type,
+        error_message=error_message,
     )
     service = span.resource_attributes.get(sc.SERVICE_NAME)
     if service is not None:
