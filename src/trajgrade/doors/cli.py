@@ -95,7 +95,7 @@ def _write_reports(reports: Sequence[tuple[str, RunReport]], fmt: str, output: s
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
-    from trajgrade.core.config import load_config
+    from trajgrade.core.config_loading import load_config
     from trajgrade.core.runfiles import read_runs
     from trajgrade.core.suite import grade_run
 
@@ -119,7 +119,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from trajgrade.core.compare import match_runs
-    from trajgrade.core.config import load_config
+    from trajgrade.core.config_loading import load_config
     from trajgrade.core.graders.baseline import BaselineConfig, against
     from trajgrade.core.runfiles import read_runs
     from trajgrade.core.suite import RunReport, grade_run
@@ -187,7 +187,7 @@ def _increase(text: str) -> tuple[str, float]:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from trajgrade.core.config import load_config
+    from trajgrade.core.config_loading import load_config
 
     status = 0
     for path in args.configs:
@@ -235,7 +235,7 @@ def cmd_graders(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from trajgrade.core.config import load_config
+    from trajgrade.core.config_loading import load_config
     from trajgrade.core.graders.thresholds import parse_duration
 
     try:

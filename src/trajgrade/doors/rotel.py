@@ -112,7 +112,7 @@ class RotelGrader:
     """Records spans as they pass and grades each run when its root passes."""
 
     def __init__(self, config_path: str, *, max_traces: int = 10_000, max_spans_per_trace: int = 10_000) -> None:
-        from trajgrade.core.config import load_config
+        from trajgrade.core.config_loading import load_config
         from trajgrade.core.grading import Grading
 
         self._grading = Grading(load_config(config_path))
