@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from trajgrade.core.config import Config
     from trajgrade.core.config_loading import load_config, parse_config
     from trajgrade.core.graders.base import Evidence, GraderResult
-    from trajgrade.core.suite import RunReport, grade_run
+    from trajgrade.core.running import RunReport, grade_run
     from trajgrade.core.trajectory import Trajectory, build_trajectories
     from trajgrade.doors.exporter import GradingSpanExporter
     from trajgrade.doors.processor import GradingSpanProcessor
@@ -33,8 +33,8 @@ _WHERE = {
     "Evidence": "trajgrade.core.graders.base",
     "GraderResult": "trajgrade.core.graders.base",
     "GradingSpanProcessor": "trajgrade.doors.processor",
-    "RunReport": "trajgrade.core.suite",
-    "grade_run": "trajgrade.core.suite",
+    "RunReport": "trajgrade.core.running",
+    "grade_run": "trajgrade.core.running",
     "Trajectory": "trajgrade.core.trajectory",
     "build_trajectories": "trajgrade.core.trajectory",
 }

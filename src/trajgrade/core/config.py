@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from trajgrade.core.graders.base import GraderConfig, GraderResult, GraderSpec
+from trajgrade.core.graders.base import GraderConfig, GraderSpec
 from trajgrade.core.patterns import search
 from trajgrade.core.trajectory.cost import Price
 from trajgrade.core.trajectory.model import Trajectory
@@ -25,12 +25,6 @@ class Grader:
     weight: float
     spec: GraderSpec
     options: GraderConfig
-
-    def run(self, trajectory: Trajectory) -> GraderResult:
-        """Grade a run; a grader bug becomes an ``error`` result, never an exception."""
-        from trajgrade.core.suite import run_grader
-
-        return run_grader(self, trajectory)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,8 +29,8 @@ import yaml
 from pydantic import ValidationError
 
 from trajgrade.core.config import Config, Grader, Match, Scoring, Suite
-from trajgrade.core.graders import lookup
 from trajgrade.core.graders.base import GraderSpec
+from trajgrade.core.graders.catalogue import lookup
 from trajgrade.core.graders.thresholds import parse_duration
 from trajgrade.core.patterns import compile_pattern
 from trajgrade.core.trajectory.cost import Price

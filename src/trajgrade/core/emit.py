@@ -19,7 +19,7 @@ from opentelemetry.util.types import AttributeValue
 
 from trajgrade.core import semconv as sc
 from trajgrade.core.graders.base import GraderResult
-from trajgrade.core.suite import RunReport
+from trajgrade.core.running import RunReport
 
 __all__ = ["log_records", "report_attributes", "result_attributes", "result_events", "with_results"]
 

@@ -15,7 +15,7 @@ from opentelemetry.metrics import MeterProvider
 
 from trajgrade.core.config import Config
 from trajgrade.core.internal_errors import internal_errors
-from trajgrade.core.suite import RunReport, grade_run
+from trajgrade.core.running import RunReport, grade_run
 from trajgrade.core.trajectory.build import build_trajectory, is_run
 from trajgrade.core.trajectory.normalize import SpanRecord
 

@@ -16,7 +16,7 @@ from trajgrade.exceptions import ConfigError
 from trajgrade.version import __version__
 
 if TYPE_CHECKING:  # the commands import what they use, so that `trajgrade --version` loads nothing
-    from trajgrade.core.suite import RunReport
+    from trajgrade.core.running import RunReport
     from trajgrade.core.trajectory import Trajectory
     from trajgrade.core.trajectory.cost import Price
 
@@ -97,7 +97,7 @@ def _write_reports(reports: Sequence[tuple[str, RunReport]], fmt: str, output: s
 def cmd_grade(args: argparse.Namespace) -> int:
     from trajgrade.core.config_loading import load_config
     from trajgrade.core.runfiles import read_runs
-    from trajgrade.core.suite import grade_run
+    from trajgrade.core.running import grade_run
 
     try:
         config = load_config(args.config)
@@ -122,7 +122,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from trajgrade.core.config_loading import load_config
     from trajgrade.core.graders.baseline import BaselineConfig, against
     from trajgrade.core.runfiles import read_runs
-    from trajgrade.core.suite import RunReport, grade_run
+    from trajgrade.core.running import RunReport, grade_run
 
     try:
         config = load_config(args.config) if args.config else None
@@ -203,7 +203,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_graders(args: argparse.Namespace) -> int:
-    from trajgrade.core.graders import CATALOGUE
+    from trajgrade.core.graders.catalogue import CATALOGUE
     from trajgrade.reports.dicts import jsonable
 
     rows: list[dict[str, Any]] = []

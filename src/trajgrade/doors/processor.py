@@ -38,8 +38,8 @@ from trajgrade.core.config import Config
 from trajgrade.core.emit import log_records, report_attributes, result_attributes, with_results
 from trajgrade.core.grading import Grading
 from trajgrade.core.internal_errors import internal_errors, report_internal_error
+from trajgrade.core.running import RunReport
 from trajgrade.core.spans import SdkParts, SdkSpan, sdk_parts
-from trajgrade.core.suite import RunReport
 from trajgrade.core.trajectory.normalize import normalize
 
 logger = logging.getLogger(__name__)

@@ -38,7 +38,7 @@ from trajgrade.core.assembler import Assembler
 from trajgrade.core.config import Config
 from trajgrade.core.grading import Grading
 from trajgrade.core.internal_errors import internal_errors
-from trajgrade.core.suite import RunReport
+from trajgrade.core.running import RunReport
 from trajgrade.core.trajectory.build import root_of
 from trajgrade.core.trajectory.normalize import SpanRecord, normalize
 from trajgrade.doors.sidecar._protowire import Span, read_span
