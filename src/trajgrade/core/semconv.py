@@ -54,7 +54,6 @@ TOOL_CALL_RESULT: Final = _genai.GEN_AI_TOOL_CALL_RESULT
 TOOL_DEFINITIONS: Final = _genai.GEN_AI_TOOL_DEFINITIONS
 AGENT_NAME: Final = _genai.GEN_AI_AGENT_NAME
 OUTPUT_MESSAGES: Final = _genai.GEN_AI_OUTPUT_MESSAGES
-CONVERSATION_ID: Final = _genai.GEN_AI_CONVERSATION_ID
 ERROR_TYPE: Final = _error.ERROR_TYPE
 SERVICE_NAME: Final = "service.name"
 
@@ -310,21 +309,6 @@ TOOL_RESULT_EVENTS: Final = (("gen_ai.choice", "message"),)
 #: Strands' latest mode and the opt-in details event hold the messages in structured parts.
 OPERATION_DETAILS_EVENT: Final = "gen_ai.client.inference.operation.details"
 INPUT_MESSAGES: Final = _genai.GEN_AI_INPUT_MESSAGES
-
-# --- exploration ratio ------------------------------------------------------------------------------
-#: AgentV's read-only tools for ``execution_metrics.target_exploration_ratio`` (exact, case-sensitive).
-DEFAULT_EXPLORATION_TOOLS: Final = (
-    "read",
-    "grep",
-    "glob",
-    "search",
-    "list",
-    "Read",
-    "Grep",
-    "Glob",
-    "WebSearch",
-    "WebFetch",
-)
 
 # --- trajgrade's own attributes and instruments -----------------------------------------------------------
 TRAJGRADE_GRADER_TYPE: Final = "trajgrade.grader.type"

@@ -52,5 +52,5 @@ for _spec in CATALOGUE:
 
 
 def lookup(type_name: str) -> GraderSpec | None:
-    """The spec of a grader type in any of its accepted spellings."""
+    """The registry entry of a grader type, in any of its accepted spellings (``None`` when unknown)."""
     return _BY_KEY.get(_key(type_name))

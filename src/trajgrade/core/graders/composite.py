@@ -12,7 +12,9 @@ type name or ``{type, ...}``:
 
 The composite passes when its score reaches ``threshold`` (default 0.8; for ``all_or_nothing`` its own
 threshold decides). A child in ``error`` scores 0, except a child that was skipped (an LLM judge, which
-trajgrade does not run), which is left out, as the seeds' systems leave out members without a verdict.
+trajgrade does not run), which is left out: a member without a verdict neither helps nor hurts. The children
+run as the suite runs its graders (``running.run_children``: each under the suite's timeout) and their
+weighted average is the suite's own ``running.aggregate``.
 """
 
 from __future__ import annotations
