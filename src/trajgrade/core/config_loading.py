@@ -60,15 +60,29 @@ def parse_config(text: str, source: str = "<config>") -> Config:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = f"{mark.line + 1}:" if mark is not None else ""
-        raise ConfigError(f"{source}:{line} invalid YAML: {getattr(e, 'problem', None) or e}") from None
+        raise ConfigError(_yaml_error(source, e)) from None
     if _expanded_size(node) > MAX_CONFIG_NODES:
         raise ConfigError(
             f"{source}: its aliases expand to more than {MAX_CONFIG_NODES:,} YAML nodes "
             "(a graders file is never that large)"
         )
     return _Loader(source, _lines(node)).config(data)
+
+
+def _yaml_error(source: str, e: yaml.YAMLError) -> str:
+    """``file:line: invalid YAML: problem``, with what the parser was reading and from which line, when it says."""
+    mark = getattr(e, "problem_mark", None)
+    line = f"{mark.line + 1}:" if mark is not None else ""
+    message = f"{source}:{line} invalid YAML: {getattr(e, 'problem', None) or e}"
+    context, context_mark = getattr(e, "context", None), getattr(e, "context_mark", None)
+    if context and context_mark is not None:
+        message += f" ({context} from line {context_mark.line + 1})"
+    return message
+
+
+def _is_amount(value: Any) -> bool:
+    """A finite number >= 0 (a weight, a price)."""
+    return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value) and value >= 0
 
 
 #: The most YAML nodes a graders file may hold once its aliases are expanded (an alias bomb expands to billions).
@@ -228,7 +242,7 @@ class _Loader:
         if not isinstance(name, str) or not _NAME.match(name):
             raise self.error((*path, "name"), f"name: must be a short identifier, got {name!r}", spec.type, path)
         weight = entry.get("weight", 1.0)
-        if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight) or weight < 0:
+        if not _is_amount(weight):
             raise self.error((*path, "weight"), "weight: must be a finite number >= 0", spec.type, path)
         options, options_path = self.options(entry, path, spec)
         try:
@@ -241,7 +255,8 @@ class _Loader:
                 message = f"unknown field for {spec.type} (fields: {', '.join(spec.config.model_fields)})"
             elif first["type"] == "missing":
                 message = "is required"
-            field_path = _where(loc) if loc else ""
+            within = (*options_path[len(path) :], *loc)  # the field's path in the grader's entry
+            field_path = _where(within) if within else ""
             text = f"{field_path}: {message}" if field_path else message
             raise self.error((*options_path, *loc), text, spec.type, entry=path) from None
         return Grader(name=name, type=spec.type, weight=float(weight), spec=spec, options=validated)
@@ -301,8 +316,8 @@ class _Loader:
         for key, w in weights.items():
             if key not in names:
                 raise self.error((*path, "weights", key), f"no grader named {key!r} in this list")
-            if isinstance(w, bool) or not isinstance(w, int | float) or w < 0:
-                raise self.error((*path, "weights", key), "a weight is a number >= 0")
+            if not _is_amount(w):
+                raise self.error((*path, "weights", key), "a weight is a finite number >= 0")
         timeout = raw.get("timeout", 5.0)
         if isinstance(timeout, str):
             try:
@@ -359,8 +374,8 @@ class _Loader:
             if unknown:
                 raise self.error((*at, sorted(unknown)[0]), "unknown field (input, output, cache_read, cache_write)")
             for k, v in p.items():
-                if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
-                    raise self.error((*at, k), "a price is a number >= 0")
+                if not _is_amount(v):
+                    raise self.error((*at, k), "a price is a finite number >= 0")
             out[str(model)] = Price(
                 input=float(p["input"]),
                 output=float(p["output"]),
