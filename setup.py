@@ -2,7 +2,8 @@
 
 - The sidecar's OTLP reader and result encoder, in C (``_protowire.c``).
 - The modules every span and every tool call goes through, compiled from their typed Python with mypyc: the
-  span records and the trajectory model, normalization, the build, prices, and the loop grader's search.
+  span records and the trajectory model, normalization, the build (the span tree, tool requests, content,
+  summaries), prices, and the loop grader's search.
   The same source runs interpreted where it is not compiled; ``make lint`` type-checks it strictly. Here mypy
   only has to type the modules for the compiler, without the project's config (its pydantic plugin) and
   without the runtime dependencies, which the build environment does not have.
@@ -13,7 +14,12 @@ from setuptools import Extension, setup
 
 COMPILED = [
     "src/trajgrade/core/trajectory/model.py",
+    "src/trajgrade/core/trajectory/span_shape.py",
     "src/trajgrade/core/trajectory/normalize.py",
+    "src/trajgrade/core/trajectory/content.py",
+    "src/trajgrade/core/trajectory/tool_requests.py",
+    "src/trajgrade/core/trajectory/tree.py",
+    "src/trajgrade/core/trajectory/summary.py",
     "src/trajgrade/core/trajectory/build.py",
     "src/trajgrade/core/trajectory/cost.py",
     "src/trajgrade/core/graders/loop_search.py",
@@ -21,6 +27,7 @@ COMPILED = [
 #: Modules they import whose constants mypyc copies into the compiled code: a change to one rebuilds them too.
 INLINED = [
     "src/trajgrade/core/semconv.py",
+    "src/trajgrade/core/content_formats.py",
     "src/trajgrade/core/spans.py",
 ]
 

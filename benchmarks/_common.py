@@ -92,7 +92,7 @@ def synthetic_records(steps: int, *, trace: str = TRACE) -> list[SpanRecord]:
                     error=False,
                     model="gpt-4o-mini",
                     provider="openai",
-                    usage=Usage(100 + i, 20),
+                    usage=Usage(input_tokens=100 + i, output_tokens=20),
                     requested_tool_calls=((f"call_{i + 1}", TOOLS[((i + 1) // 2) % len(TOOLS)], MISSING),),
                     tool_definitions=defs if i == 0 else None,
                 )

@@ -14,8 +14,8 @@ from pathlib import Path
 from _common import Figure, median_time, print_table, synthetic_run
 
 from trajgrade import load_config
-from trajgrade.core.graders import CATALOGUE
-from trajgrade.core.suite import grade_run
+from trajgrade.core.graders.catalogue import CATALOGUE
+from trajgrade.core.running import grade_run
 
 CONFIG = Path(__file__).resolve().parent / "every_grader.yaml"
 SIZES = (1_000, 10_000, 100_000)

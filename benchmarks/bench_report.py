@@ -15,7 +15,7 @@ from pathlib import Path
 from _common import Figure, print_table, synthetic_records
 
 from trajgrade import load_config
-from trajgrade.core.suite import grade_run
+from trajgrade.core.running import grade_run
 from trajgrade.core.trajectory import build_trajectories
 from trajgrade.reports.html import to_html
 

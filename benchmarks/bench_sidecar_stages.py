@@ -32,7 +32,7 @@ from _common import Figure, print_table
 from bench_sidecar import CONFIG, SHAPES, fixture_templates, make_templates, with_new_trace_ids
 
 from trajgrade import load_config
-from trajgrade.core.suite import grade_run
+from trajgrade.core.running import grade_run
 from trajgrade.core.trajectory import SpanRecord, build_trajectory, normalize
 from trajgrade.doors.sidecar._protowire import Span
 from trajgrade.doors.sidecar.otlp import parse_protobuf, result_fields

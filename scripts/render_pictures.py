@@ -125,7 +125,7 @@ def run_source(port: int, interval: float) -> None:
     from prometheus_client import start_http_server
 
     from trajgrade import GradingSpanProcessor, parse_config
-    from trajgrade.core.suite import RunReport
+    from trajgrade.core.running import RunReport
 
     def faulty_callback(report: RunReport) -> None:
         if report.trajectory.agent_name == "stuck-agent":
@@ -446,7 +446,7 @@ def render_report(out_dir: Path, workdir: Path) -> Path:
     sys.path.insert(0, str(ROOT / "src"))
     from trajgrade import load_config
     from trajgrade.core.runfiles import read_runs
-    from trajgrade.core.suite import grade_run
+    from trajgrade.core.running import grade_run
     from trajgrade.reports.html import to_html
 
     fixtures = ROOT / "tests" / "fixtures"

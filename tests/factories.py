@@ -90,7 +90,11 @@ def run(
             end = start + int(item["duration_ms"] * MS)
             clock += MS
             if item["kind"] == "llm_call":
-                usage = Usage(item["in"], item["out"]) if item["in"] is not None or item["out"] is not None else None
+                usage = (
+                    Usage(input_tokens=item["in"], output_tokens=item["out"])
+                    if item["in"] is not None or item["out"] is not None
+                    else None
+                )
                 records.append(
                     SpanRecord(
                         trace_id=TRACE_ID,

@@ -14,7 +14,7 @@ from readings import metric_points
 import trajgrade.core.metrics as metrics_module
 from trajgrade import grade_run, parse_config
 from trajgrade.core.metrics import GradingMetrics
-from trajgrade.core.suite import RunReport
+from trajgrade.core.running import RunReport
 
 CONFIG = parse_config("graders:\n  - type: token-budget\n    config: {max: 150}\n  - type: loop\n    max_repeats: 3\n")
 

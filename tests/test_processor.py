@@ -282,7 +282,7 @@ def test_concurrent_agents_each_graded_once() -> None:
 
 
 def test_faults_never_reach_the_agent(no_reraise: None, reader: InMemoryMetricReader) -> None:
-    from trajgrade.core.graders import lookup
+    from trajgrade.core.graders.catalogue import lookup
 
     class Broken(SpanExporter):
         def export(self, spans: Any) -> SpanExportResult:

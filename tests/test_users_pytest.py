@@ -49,7 +49,7 @@ from pydantic_ai.models.test import TestModel
 
 import trajgrade
 import trajgrade.doors.processor
-from trajgrade.core.graders import lookup
+from trajgrade.core.graders.catalogue import lookup
 
 WORKER = __WORKER__
 CONFIG = "graders:\\n  - name: no-loops\\n    type: loop\\n    max_repeats: 3\\n"

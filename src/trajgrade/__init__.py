@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 from trajgrade.version import __version__
 
 if TYPE_CHECKING:
-    from trajgrade.core.config import Config, load_config, parse_config
+    from trajgrade.core.config import Config
+    from trajgrade.core.config_loading import load_config, parse_config
     from trajgrade.core.graders.base import Evidence, GraderResult
-    from trajgrade.core.suite import RunReport, grade_run
+    from trajgrade.core.running import RunReport, grade_run
     from trajgrade.core.trajectory import Trajectory, build_trajectories
     from trajgrade.doors.exporter import GradingSpanExporter
     from trajgrade.doors.processor import GradingSpanProcessor
@@ -23,8 +24,8 @@ if TYPE_CHECKING:
 #: Each public name and the module that defines it.
 _WHERE = {
     "Config": "trajgrade.core.config",
-    "load_config": "trajgrade.core.config",
-    "parse_config": "trajgrade.core.config",
+    "load_config": "trajgrade.core.config_loading",
+    "parse_config": "trajgrade.core.config_loading",
     "ConfigError": "trajgrade.exceptions",
     "TraceDecodeError": "trajgrade.exceptions",
     "TrajgradeError": "trajgrade.exceptions",
@@ -32,8 +33,8 @@ _WHERE = {
     "Evidence": "trajgrade.core.graders.base",
     "GraderResult": "trajgrade.core.graders.base",
     "GradingSpanProcessor": "trajgrade.doors.processor",
-    "RunReport": "trajgrade.core.suite",
-    "grade_run": "trajgrade.core.suite",
+    "RunReport": "trajgrade.core.running",
+    "grade_run": "trajgrade.core.running",
     "Trajectory": "trajgrade.core.trajectory",
     "build_trajectories": "trajgrade.core.trajectory",
 }

@@ -10,6 +10,7 @@ from factories import llm, run, tool
 from trajgrade import ConfigError, grade_run, parse_config
 from trajgrade.core.graders.base import GraderResult
 from trajgrade.core.graders.execution_metrics import DEFAULT_EXPLORATION_TOOLS
+from trajgrade.core.running import run_grader
 from trajgrade.core.trajectory import Trajectory
 
 
@@ -200,7 +201,7 @@ def test_every_seed_snippet_loads_and_grades_a_run(text: str) -> None:
     graders = [g for suite in config.suites for g in suite.graders]
     assert graders
     for suite in config.suites:
-        report_results = [g.run(perf_run()) for g in suite.graders]
+        report_results = [run_grader(g, perf_run()) for g in suite.graders]
         assert all(r.status in ("pass", "fail") for r in report_results)
 
 
@@ -209,8 +210,8 @@ def test_tiered_bounds_grade_each_case_by_its_own_evaluators() -> None:
     fast, research = config.suites
     assert [g.name for g in fast.graders] == ["fast"] and [g.name for g in research.graders] == ["research_bounds"]
     t = perf_run()  # 8 tool calls, 4.5 s, $0.12
-    assert fast.graders[0].run(t).score == 0.0  # over on duration and on tool calls
-    assert research.graders[0].run(t).status == "pass"
+    assert run_grader(fast.graders[0], t).score == 0.0  # over on duration and on tool calls
+    assert run_grader(research.graders[0], t).status == "pass"
 
 
 def test_latency_cost_token_usage_with_both_spellings() -> None:

@@ -16,7 +16,7 @@ from factories import llm, run, tool
 
 from trajgrade import parse_config
 from trajgrade.core.readers import read_path
-from trajgrade.core.suite import grade_run
+from trajgrade.core.running import grade_run
 from trajgrade.core.trajectory import build_trajectories, normalize
 from trajgrade.core.trajectory.model import Trajectory
 

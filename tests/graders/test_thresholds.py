@@ -73,7 +73,7 @@ def test_turn_error_wall_time_and_step_count() -> None:
 @pytest.mark.parametrize(
     ("yaml_text", "fragment"),
     [
-        ("graders:\n  - type: token-budget\n    config: {}\n", "graders[0] (token-budget): max: is required"),
+        ("graders:\n  - type: token-budget\n    config: {}\n", "graders[0] (token-budget): config.max: is required"),
         ("graders:\n  - type: token-budget\n    config: {max: -1}\n", "greater than or equal to 0"),
         ("graders:\n  - type: turn-count\n    config: {max: 1.5}\n", "valid integer"),
         ("graders:\n  - type: wall-time\n    config: {max: 30}\n", "valid string"),

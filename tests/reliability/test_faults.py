@@ -32,7 +32,7 @@ def test_serve_with_a_bad_config_exits_2_naming_file_line_and_field(tmp_path: Pa
         timeout=60,
     )
     assert out.returncode == 2
-    assert f"{config}:4: graders[0] (token-budget): max:" in out.stderr
+    assert f"{config}:4: graders[0] (token-budget): config.max:" in out.stderr
     assert "Traceback" not in out.stderr
     missing = subprocess.run(
         [str(BIN / "trajgrade"), "serve", "--config", str(tmp_path / "nope.yaml"), "--otlp-http", "127.0.0.1:1"],

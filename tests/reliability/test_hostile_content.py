@@ -214,7 +214,7 @@ def test_a_trace_of_many_spans_is_bounded_and_the_drops_counted(no_reraise: None
 
 
 def test_a_grader_that_raises_reports_error_and_the_agent_runs_on(no_reraise: None) -> None:
-    from trajgrade.core.graders import CATALOGUE
+    from trajgrade.core.graders.catalogue import CATALOGUE
 
     spec = next(s for s in CATALOGUE if s.type == "completed")
     config = parse_config("graders:\n  - {type: completed}\n  - {type: turn-count, max: 5}\n")
@@ -231,7 +231,7 @@ def _explode(*args: Any) -> Any:
 
 def test_a_grader_over_its_time_budget_reports_error() -> None:
     from trajgrade import ConfigError
-    from trajgrade.core.graders import CATALOGUE
+    from trajgrade.core.graders.catalogue import CATALOGUE
 
     spec = next(s for s in CATALOGUE if s.type == "completed")
     config = parse_config("scoring: {timeout: 50ms}\ngraders:\n  - {type: completed}\n  - {type: turn-count, max: 5}\n")

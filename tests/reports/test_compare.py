@@ -13,7 +13,7 @@ import xmlschema
 from trajgrade import ConfigError, parse_config
 from trajgrade.core.compare import compare, tool_call_text
 from trajgrade.core.runfiles import read_runs
-from trajgrade.core.suite import grade_run
+from trajgrade.core.running import grade_run
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "langgraph"
 OI, LLMETRY = FIXTURES / "openinference", FIXTURES / "openllmetry"

@@ -15,7 +15,7 @@ from conftest import fixture_files
 from trajgrade import load_config
 from trajgrade.core.graders.base import GraderResult
 from trajgrade.core.runfiles import read_runs
-from trajgrade.core.suite import RunReport, grade_run
+from trajgrade.core.running import RunReport, grade_run
 from trajgrade.reports.junit import to_junit
 from trajgrade.reports.markdown import GITHUB_COMMENT_LIMIT, to_markdown
 

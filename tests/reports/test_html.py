@@ -13,7 +13,7 @@ from conftest import fixture_files
 
 from trajgrade import load_config
 from trajgrade.core.runfiles import read_runs
-from trajgrade.core.suite import RunReport, grade_run
+from trajgrade.core.running import RunReport, grade_run
 from trajgrade.reports.html import to_html
 
 ROOT = Path(__file__).resolve().parents[2]

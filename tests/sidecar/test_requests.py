@@ -19,7 +19,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from readings import metric_points
 
 from trajgrade import load_config
-from trajgrade.core.suite import RunReport
+from trajgrade.core.running import RunReport
 from trajgrade.doors.sidecar.receivers import Limits
 from trajgrade.doors.sidecar.server import Sidecar, SidecarOptions
 

@@ -12,7 +12,7 @@ from opentelemetry.proto.trace.v1 import trace_pb2
 
 from trajgrade.core import semconv as sc
 from trajgrade.core.collector import CollectedRun
-from trajgrade.core.config import parse_config
+from trajgrade.core.config_loading import parse_config
 from trajgrade.core.grading import Grading
 from trajgrade.core.readers import read_path
 from trajgrade.core.trajectory.normalize import normalize

@@ -1,4 +1,4 @@
-"""Normalization looks keys up through a cache of key sets (``_Shape``); a record must not depend on it.
+"""Normalization looks keys up through a cache of key sets (``span_shape``); a record must not depend on it.
 
 Every span of every fixture is normalized as recorded, with its attribute keys reversed and rotated (a new key
 tuple, so a new shape), and after the cache was filled past its limit: the records must be equal.
@@ -18,8 +18,8 @@ from trajgrade.core.readers import read_path
 from trajgrade.core.spans import SpanView
 from trajgrade.core.trajectory import normalize
 
-#: The module (the package's ``normalize`` is the function).
-normalize_module = importlib.import_module("trajgrade.core.trajectory.normalize")
+#: The module that keeps the cache.
+span_shape = importlib.import_module("trajgrade.core.trajectory.span_shape")
 
 
 class _Reordered:
@@ -52,7 +52,7 @@ def test_records_do_not_depend_on_key_order_or_the_cache(path: Any, monkeypatch:
     for span, want in zip(spans, expected, strict=True):
         for attributes in _orders(span.attributes):
             assert _record(_Reordered(span, attributes)) == want
-    monkeypatch.setattr(normalize_module, "_SHAPES", {})
-    monkeypatch.setattr(normalize_module, "_MAX_SHAPES", 3)
+    monkeypatch.setattr(span_shape, "_SHAPES", {})
+    monkeypatch.setattr(span_shape, "_MAX_SHAPES", 3)
     assert [_record(s) for s in spans] == expected
-    assert len(normalize_module._SHAPES) <= 3
+    assert len(span_shape._SHAPES) <= 3

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from trajgrade.core.trajectory.build import parse_json_value
+from trajgrade.core.trajectory.content import parse_json_value
 
 _json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(),

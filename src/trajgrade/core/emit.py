@@ -41,7 +41,7 @@ from opentelemetry.util.types import AttributeValue
 
 from trajgrade.core import semconv as sc
 from trajgrade.core.graders.base import GraderResult
-from trajgrade.core.suite import RunReport
+from trajgrade.core.running import RunReport
 from trajgrade.core.trajectory.normalize import SpanRecord
 from trajgrade.version import __version__
 

@@ -16,7 +16,8 @@ from opentelemetry.metrics import MeterProvider
 from trajgrade.core.collector import CollectedRun
 from trajgrade.core.config import Config
 from trajgrade.core.internal_errors import internal_errors
-from trajgrade.core.suite import RunReport, grade_run
+from trajgrade.core.metrics import GradingMetrics
+from trajgrade.core.running import RunReport, grade_run
 
 __all__ = ["Grading"]
 
@@ -34,8 +35,6 @@ class Grading:
         on_report: Callable[[RunReport], Any] | None = None,
         active: Callable[[], int] | None = None,
     ) -> None:
-        from trajgrade.core.metrics import GradingMetrics
-
         self.config = config
         self.metrics = GradingMetrics(meter_provider, active=active)
         self.on_report = on_report

@@ -14,7 +14,7 @@ from typing import Any
 from opentelemetry.metrics import CallbackOptions, Counter, Meter, MeterProvider, Observation, get_meter_provider
 
 from trajgrade.core import semconv as sc
-from trajgrade.core.suite import RunReport
+from trajgrade.core.running import RunReport
 from trajgrade.version import __version__
 
 __all__ = ["GradingMetrics"]

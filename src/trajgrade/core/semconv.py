@@ -3,7 +3,9 @@
 The OpenTelemetry GenAI conventions (current and deprecated keys), OpenInference and OpenLLMetry (its
 three eras) name the same facts differently. Each table below lists the keys for one fact in priority
 order: the first key a span carries wins. Normalization (``trajectory/normalize.py``) only walks these
-tables; it holds no convention knowledge of its own.
+tables; it holds no convention knowledge of its own. What the values under these keys look like (tool
+arguments and results inside an instrumentation's wrapper, tool definitions, message parts) is in
+:mod:`trajgrade.core.content_formats`.
 
 Names that ``opentelemetry-semantic-conventions`` defines are imported from it (reading its constants
 raises no warning; its enums are never called); the rest are spelled here once.
@@ -52,7 +54,6 @@ TOOL_CALL_RESULT: Final = _genai.GEN_AI_TOOL_CALL_RESULT
 TOOL_DEFINITIONS: Final = _genai.GEN_AI_TOOL_DEFINITIONS
 AGENT_NAME: Final = _genai.GEN_AI_AGENT_NAME
 OUTPUT_MESSAGES: Final = _genai.GEN_AI_OUTPUT_MESSAGES
-CONVERSATION_ID: Final = _genai.GEN_AI_CONVERSATION_ID
 ERROR_TYPE: Final = _error.ERROR_TYPE
 SERVICE_NAME: Final = "service.name"
 
@@ -168,35 +169,11 @@ TOOL_RESULT_KEYS: Final = (
     "gcp.vertex.agent.tool_response",
     "code.function.return.value",
 )
-#: Wrappers an instrumentation puts around a tool's named arguments, tried in order on the parsed value:
-#: (keys the wrapper must have, keys it may have besides, the path to the named arguments, a key that must be
-#: empty for the wrapper to come off: positional arguments whose names cannot be known).
-Wrapper = tuple[frozenset[str], frozenset[str], tuple[str, ...], str | None]
-TOOL_ARGUMENT_WRAPPERS: Final[tuple[Wrapper, ...]] = (
-    # OpenLLMetry's decorators: {"args": [], "kwargs": {...}}
-    (frozenset({"args", "kwargs"}), frozenset(), ("kwargs",), "args"),
-    # smolagents (OpenInference): {"args": [], "sanitize_inputs_outputs": true, "kwargs": {...}}
-    (frozenset({"kwargs", "sanitize_inputs_outputs"}), frozenset({"args"}), ("kwargs",), "args"),
-    # LlamaIndex (OpenInference): {"kwargs": {...}}
-    (frozenset({"kwargs"}), frozenset(), ("kwargs",), None),
-    # OpenLLMetry's LangChain: {"input_str": ..., "tags": ..., "metadata": ..., "inputs": {...}, "kwargs": ...}
-    (frozenset({"input_str", "inputs"}), frozenset({"tags", "metadata", "kwargs"}), ("inputs",), None),
-    # Strands' legacy tool event: {"name", "toolUseId", "input"}
-    (frozenset({"toolUseId", "input"}), frozenset({"name"}), ("input",), None),
-)
-#: The same for a tool's result (any value at the path, not only an object; wrappers may nest).
-TOOL_RESULT_WRAPPERS: Final[tuple[Wrapper, ...]] = (
-    # LangChain's ToolMessage as OpenInference records it: {"type": "tool", "data": {"content": ..., ...}}
-    (frozenset({"type", "data"}), frozenset(), ("data", "content"), None),
-    # OpenLLMetry's LangChain: {"output": <a serialized ToolMessage>, "kwargs": ...}
-    (frozenset({"output"}), frozenset({"kwargs"}), ("output",), None),
-    # LangChain's serialized object: {"lc": 1, "type": "constructor", "id": [...], "kwargs": {"content": ...}}
-    (frozenset({"lc", "type", "id", "kwargs"}), frozenset(), ("kwargs", "content"), None),
-)
-
 #: google-genai records each argument as ``code.function.parameters.<name>.value``.
 TOOL_ARGUMENT_PREFIX: Final = "code.function.parameters."
+TOOL_ARGUMENT_SUFFIX: Final = ".value"
 TOOL_STATUS_KEY: Final = "gen_ai.tool.status"  # Strands: success | error
+TOOL_STATUS_ERROR: Final = "error"
 
 AGENT_NAME_KEYS: Final = (AGENT_NAME, "agent_name", "agent.name", "traceloop.entity.name", "gen_ai.workflow.name")
 #: Span-name patterns that carry the agent's name when no attribute does.
@@ -332,21 +309,6 @@ TOOL_RESULT_EVENTS: Final = (("gen_ai.choice", "message"),)
 #: Strands' latest mode and the opt-in details event hold the messages in structured parts.
 OPERATION_DETAILS_EVENT: Final = "gen_ai.client.inference.operation.details"
 INPUT_MESSAGES: Final = _genai.GEN_AI_INPUT_MESSAGES
-
-# --- exploration ratio ------------------------------------------------------------------------------
-#: AgentV's read-only tools for ``execution_metrics.target_exploration_ratio`` (exact, case-sensitive).
-DEFAULT_EXPLORATION_TOOLS: Final = (
-    "read",
-    "grep",
-    "glob",
-    "search",
-    "list",
-    "Read",
-    "Grep",
-    "Glob",
-    "WebSearch",
-    "WebFetch",
-)
 
 # --- trajgrade's own attributes and instruments -----------------------------------------------------------
 TRAJGRADE_GRADER_TYPE: Final = "trajgrade.grader.type"

@@ -17,7 +17,7 @@ from typing import Any, Generic
 from trajgrade.core.collector import CollectedRun, P, RunCollector
 from trajgrade.core.grading import Grading
 from trajgrade.core.internal_errors import internal_errors
-from trajgrade.core.suite import RunReport
+from trajgrade.core.running import RunReport
 
 __all__ = ["Graded", "GradingWorker"]
 

@@ -38,7 +38,7 @@ class TrajgradeInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             return
         from opentelemetry import metrics, trace
 
-        from trajgrade.core.config import load_config
+        from trajgrade.core.config_loading import load_config
         from trajgrade.doors.processor import GradingSpanProcessor
         from trajgrade.exceptions import ConfigError
 

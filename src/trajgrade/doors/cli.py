@@ -16,7 +16,7 @@ from trajgrade.exceptions import ConfigError
 from trajgrade.version import __version__
 
 if TYPE_CHECKING:  # the commands import what they use, so that `trajgrade --version` loads nothing
-    from trajgrade.core.suite import RunReport
+    from trajgrade.core.running import RunReport
     from trajgrade.core.trajectory import Trajectory
     from trajgrade.core.trajectory.cost import Price
 
@@ -95,9 +95,9 @@ def _write_reports(reports: Sequence[tuple[str, RunReport]], fmt: str, output: s
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
-    from trajgrade.core.config import load_config
+    from trajgrade.core.config_loading import load_config
     from trajgrade.core.runfiles import read_runs
-    from trajgrade.core.suite import grade_run
+    from trajgrade.core.running import grade_run
 
     try:
         config = load_config(args.config)
@@ -119,10 +119,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from trajgrade.core.compare import match_runs
-    from trajgrade.core.config import load_config
+    from trajgrade.core.config_loading import load_config
     from trajgrade.core.graders.baseline import BaselineConfig, against
     from trajgrade.core.runfiles import read_runs
-    from trajgrade.core.suite import RunReport, grade_run
+    from trajgrade.core.running import RunReport, grade_run
 
     try:
         config = load_config(args.config) if args.config else None
@@ -187,7 +187,7 @@ def _increase(text: str) -> tuple[str, float]:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from trajgrade.core.config import load_config
+    from trajgrade.core.config_loading import load_config
 
     status = 0
     for path in args.configs:
@@ -203,7 +203,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_graders(args: argparse.Namespace) -> int:
-    from trajgrade.core.graders import CATALOGUE
+    from trajgrade.core.graders.catalogue import CATALOGUE
     from trajgrade.reports.dicts import jsonable
 
     rows: list[dict[str, Any]] = []
@@ -235,7 +235,7 @@ def cmd_graders(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from trajgrade.core.config import load_config
+    from trajgrade.core.config_loading import load_config
     from trajgrade.core.graders.thresholds import parse_duration
 
     try:

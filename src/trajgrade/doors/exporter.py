@@ -22,8 +22,8 @@ from trajgrade.core.config import Config
 from trajgrade.core.emit import EvaluationSpans, log_records, with_results
 from trajgrade.core.grading import Grading
 from trajgrade.core.internal_errors import internal_errors
+from trajgrade.core.running import RunReport
 from trajgrade.core.spans import SdkSpan
-from trajgrade.core.suite import RunReport
 from trajgrade.core.trajectory.normalize import SpanRecord, normalize
 
 __all__ = ["GradingSpanExporter"]

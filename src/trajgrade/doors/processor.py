@@ -36,8 +36,8 @@ from trajgrade.core.config import Config
 from trajgrade.core.emit import EvaluationSpans, log_records, with_results
 from trajgrade.core.grading import Grading
 from trajgrade.core.internal_errors import internal_errors, report_internal_error
+from trajgrade.core.running import RunReport
 from trajgrade.core.spans import SdkParts, SdkSpan, sdk_parts
-from trajgrade.core.suite import RunReport
 from trajgrade.core.trajectory.normalize import SpanRecord, normalize
 from trajgrade.core.worker import Graded, GradingWorker
 
@@ -86,7 +86,7 @@ class GradingSpanProcessor(SpanProcessor):
         logger_provider: when given, results are also emitted as log-based ``gen_ai.evaluation.result`` events.
         tracer_provider: the provider for the evaluation span when the run's own cannot be reached (a root that
             is not an SDK span); default: the global one.
-        on_report: called with each run's :class:`~trajgrade.core.suite.RunReport`.
+        on_report: called with each run's :class:`~trajgrade.core.running.RunReport`.
         max_traces, max_spans_per_trace, max_trace_age_s: memory bounds; drops are counted by reason.
         settle_s: how long after the root ends to wait for spans of the run that end after it.
         worker: grade on a background thread (default); ``False`` grades in the thread that ends the root, or,

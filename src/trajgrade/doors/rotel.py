@@ -148,7 +148,7 @@ class RotelGrader:
         max_trace_age_s: float = 600.0,
         meter_provider: MeterProvider | None = None,
     ) -> None:
-        from trajgrade.core.config import load_config
+        from trajgrade.core.config_loading import load_config
 
         self._grading = Grading(load_config(config_path), meter_provider=meter_provider, active=self._active)
         self._collector: RunCollector[SpanRecord, Any] = RunCollector(

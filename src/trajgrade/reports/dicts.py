@@ -8,7 +8,7 @@ from trajgrade.core.graders.base import GraderResult
 from trajgrade.core.trajectory.model import Step, Trajectory, Usage
 
 if TYPE_CHECKING:
-    from trajgrade.core.suite import RunReport
+    from trajgrade.core.running import RunReport
 
 __all__ = ["jsonable", "report_to_dict", "result_to_dict", "trajectory_to_dict"]
 

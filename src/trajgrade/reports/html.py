@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 
-from trajgrade.core.suite import RunReport
+from trajgrade.core.running import RunReport
 from trajgrade.reports.dicts import jsonable
 from trajgrade.reports.junit import run_label
 

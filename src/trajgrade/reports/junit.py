@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from trajgrade.core.graders.base import GraderResult
-from trajgrade.core.suite import RunReport
+from trajgrade.core.running import RunReport
 
 __all__ = ["run_label", "to_junit"]
 

@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from trajgrade.core.suite import RunReport
+from trajgrade.core.running import RunReport
 from trajgrade.core.trajectory.model import Trajectory
 
 __all__ = ["print_catalogue", "print_reports", "print_trajectories"]

@@ -1,55 +1,6 @@
-"""The grader catalogue: every grader type, as data.
+"""The graders: one module per grader type, what they share in ``base``, and every type in ``catalogue``.
 
-Type names are spelled as the specification spells them; ``lookup`` also accepts the kebab-case and
-snake_case forms of each (``tool-calls`` / ``tool_calls``, ``execution_metrics`` / ``execution-metrics``).
+This package imports nothing when it is imported: a module that needs one grader's types (the config model
+needs ``base``) does not load the catalogue, and the catalogue's graders (the composite runs its children with
+``running``) can import what they need at the top of their modules.
 """
-
-from __future__ import annotations
-
-from trajgrade.core.graders import (
-    baseline,
-    budget,
-    completed,
-    composite,
-    execution_metrics,
-    judges,
-    loop,
-    repeats,
-    thresholds,
-    tool_calls,
-    tool_schema,
-    tool_trajectory,
-)
-from trajgrade.core.graders.base import GraderSpec
-
-__all__ = ["CATALOGUE", "lookup"]
-
-CATALOGUE: tuple[GraderSpec, ...] = (
-    *thresholds.SPECS,
-    *budget.SPECS,
-    *loop.SPECS,
-    *tool_schema.SPECS,
-    *tool_calls.SPECS,
-    *repeats.SPECS,
-    *completed.SPECS,
-    *execution_metrics.SPECS,
-    *tool_trajectory.SPECS,
-    *baseline.SPECS,
-    *composite.SPECS,
-    *judges.SPECS,
-)
-
-
-def _key(type_name: str) -> str:
-    return type_name.strip().lower().replace("_", "-")
-
-
-_BY_KEY: dict[str, GraderSpec] = {}
-for _spec in CATALOGUE:
-    for _name in (_spec.type, *_spec.aliases):
-        _BY_KEY[_key(_name)] = _spec
-
-
-def lookup(type_name: str) -> GraderSpec | None:
-    """The spec of a grader type in any of its accepted spellings."""
-    return _BY_KEY.get(_key(type_name))

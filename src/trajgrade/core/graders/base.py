@@ -62,7 +62,7 @@ class GraderResult:
 
 @dataclass(frozen=True, slots=True)
 class Taxonomy:
-    """How a grader behaves (the seeds' taxonomy fields)."""
+    """How a grader behaves: how deterministic, how costly, how portable, what it needs and what it scores."""
 
     determinism: str = "static"
     cost: str = "free"
@@ -99,7 +99,7 @@ class GraderSpec:
 
 
 def linear_score(value: float, limit: float) -> float:
-    """The seeds' degradation: 1 within the limit, then ``max(0, 1 - (value - limit) / max(limit, 1))``."""
+    """A score that degrades past a limit: 1 within it, then ``max(0, 1 - (value - limit) / max(limit, 1))``."""
     if value <= limit:
         return 1.0
     return max(0.0, 1.0 - (value - limit) / max(limit, 1))

@@ -1,4 +1,4 @@
-"""The ``budget`` grader (deterministic-graders spec, user story 1): resource limits with utilisation.
+"""The ``budget`` grader: resource limits, with how much of each limit the run used.
 
 Limits (any of them, at least one): ``max_input_tokens``, ``max_output_tokens``, ``max_tokens`` (input +
 output), ``max_reasoning_tokens``, ``max_tool_calls``, ``max_llm_calls``, ``max_duration_ms`` (or

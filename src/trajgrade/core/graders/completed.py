@@ -1,21 +1,20 @@
 """The ``completed`` grader: the session finished in good health, rather than crashing or stopping mid-turn.
 
-The seed's system checks three things: the agent produced a non-empty output, the trajectory has no error
-events, and at least one turn completed (a ``turn_end`` event). On spans that is:
+It checks three things: the agent produced a non-empty output, the trajectory has no error events, and at
+least one turn completed (a ``turn_end`` event in an agent's session log). On spans that is:
 
 - output: the run's final answer (the agent span's output, else the text of its last model call) is not
   empty or white space only;
 - error events: model calls, agent spans (the run's own and its sub-agents') and the root span whose status
-  is ERROR. A failed tool call is not one: the seed's system records it as a tool result, and an agent that
+  is ERROR. A failed tool call is not one: the model receives it as a tool result, and an agent that
   recovers from it has not crashed (``error-count`` counts those spans too);
 - a completed turn: at least one model call that ended without error.
 
-It takes no options. Pass/fail, score 1 or 0; each failed check is one evidence item, worded as the seed's
-system words it ("Agent produced no output", "2 error event(s) in trajectory", "No turn_end events found
-— session may have crashed mid-turn").
+It takes no options. Pass/fail, score 1 or 0; each failed check is one evidence item ("Agent produced no
+output", "2 error event(s) in trajectory", "No turn_end events found — session may have crashed mid-turn").
 
-Where the seed is silent: when the spans did not capture the final output (content capture off, or an
-instrumentation whose output attribute the trajectory builder does not read), the other two checks decide
+When the spans did not capture the final output (content capture off, or an instrumentation whose output
+attribute the trajectory builder does not read), the other two checks decide
 and the explanation says the output was not checked (``details.output_captured`` is false). This departs
 from the project's not-evaluable rule on purpose: the session-health checks that remain are still known,
 and most runs recorded without content capture would otherwise never get a verdict.

@@ -12,16 +12,20 @@ type name or ``{type, ...}``:
 
 The composite passes when its score reaches ``threshold`` (default 0.8; for ``all_or_nothing`` its own
 threshold decides). A child in ``error`` scores 0, except a child that was skipped (an LLM judge, which
-trajgrade does not run), which is left out, as the seeds' systems leave out members without a verdict.
+trajgrade does not run), which is left out: a member without a verdict neither helps nor hurts. The children
+run as the suite runs its graders (``running.run_children``: each under the suite's timeout) and their
+weighted average is the suite's own ``running.aggregate``.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, InstanceOf, field_validator, model_validator
 
+from trajgrade.core.config import Grader, Scoring
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
+from trajgrade.core.running import aggregate, run_children, score_of
 from trajgrade.core.trajectory.model import Trajectory
 
 __all__ = ["SPECS"]
@@ -50,7 +54,7 @@ class Aggregator(GraderConfig):
 class CompositeConfig(GraderConfig):
     children_field: ClassVar[str] = "evaluators"
 
-    evaluators: tuple[Any, ...]  # compiled child graders (trajgrade.core.config.Grader), built by the loader
+    evaluators: tuple[InstanceOf[Grader], ...]  # built by the loader from the children's entries
     aggregator: Aggregator = Aggregator()
     threshold: Score = 0.8
 
@@ -70,17 +74,15 @@ class CompositeConfig(GraderConfig):
 
 
 def composite(t: Trajectory, c: CompositeConfig, name: str) -> GraderResult:
-    from trajgrade.core.suite import run_grader
-
-    results = [(g, run_grader(g, t)) for g in c.evaluators]
+    children = run_children(c.evaluators, t)
+    results = list(zip(c.evaluators, children, strict=True))
     counted = [(g, r) for g, r in results if r.error_type != "skipped"]
     if not counted:
         return not_evaluable(name, "composite", "every child was skipped (no deterministic grader to run)")
     agg = c.aggregator
-    weights = [(agg.weights or {}).get(g.name, g.weight) for g, _ in counted]
-    scores = [r.score if r.status != "error" else 0.0 for _, r in counted]
-    total = sum(weights)
-    average = sum(w * s for w, s in zip(weights, scores, strict=True)) / total if total else 0.0
+    # The weighted average of the children is the suite's aggregate, with the aggregator's weights as its own.
+    _, average = aggregate(c.evaluators, children, Scoring(weights=agg.weights or {}))
+    scores = [score_of(r) for _, r in counted]
     threshold = c.threshold
     if agg.type == "minimum":
         score = min(scores)

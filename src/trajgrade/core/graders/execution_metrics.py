@@ -1,24 +1,23 @@
 """``execution_metrics`` and the single-metric ``latency``, ``cost`` and ``token_usage`` graders.
 
 ``execution_metrics`` checks every threshold it is given (at least one) and reports each as a hit or a miss,
-in the seeds' words ("Tool calls (8) within limit (10)"):
+in words like "Tool calls (8) within limit (10)":
 
 - ``max_tool_calls``: tool executions; ``max_llm_calls``: model calls;
 - ``max_tokens``: input + output tokens (input tokens include cached ones, as the GenAI conventions count
   them); ``max_input_tokens``, ``max_output_tokens``;
 - ``max_cost_usd``: the run's cost; ``max_duration_ms``: the root span's duration;
 - ``target_exploration_ratio`` with ``exploration_tolerance`` (default 0.2): the share of tool calls made to
-  read-only tools (``exploration_tools``, by exact name; default the newer system's list
+  read-only tools (``exploration_tools``, by exact name; default AgentV's list,
   ``DEFAULT_EXPLORATION_TOOLS``) must be within the tolerance of the target. A run without tool calls has no
   ratio.
 
-Missing data counts as a miss (tokens or cost the spans do not carry, no ratio): the seeds say so, so this
-grader fails such a check rather than being not evaluable. ``scoring``: ``proportional`` (the newer
-document, the default): score ``hits / (hits + misses)``, a pass when the score reaches ``min_score``
-(default 0.8, the newer system's verdict threshold); ``all_or_nothing`` (the older document): score 1 when
-every check is a hit, else 0. Details hold ``hits``, ``misses`` and the measured values.
+Missing data counts as a miss (tokens or cost the spans do not carry, no ratio): this grader fails such a
+check rather than being not evaluable. ``scoring``: ``proportional`` (the default): score
+``hits / (hits + misses)``, a pass when the score reaches ``min_score`` (default 0.8); ``all_or_nothing``:
+score 1 when every check is a hit, else 0. Details hold ``hits``, ``misses`` and the measured values.
 
-``latency`` (``max_ms``, or ``threshold`` as the newer system's code spells it), ``cost`` (``max_usd`` or
+``latency`` (``max_ms``, or its alias ``threshold``), ``cost`` (``max_usd`` or
 ``budget``) and ``token_usage`` (``max_total_tokens`` / ``max_total``, ``max_input_tokens`` / ``max_input``,
 ``max_output_tokens`` / ``max_output``) are all-or-nothing checks of one metric each.
 """

@@ -1,10 +1,10 @@
 """LLM and script judges: accepted in a config, never run.
 
-The seeds' systems mix deterministic graders with judges (``llm_judge``, ``code_judge``, ``rubric``, ...);
-their configs must load here unchanged. trajgrade runs deterministic graders only, inside agents and
-collectors where calling a model per run is not an option, so a judge is reported as skipped: status
-``error`` with ``error.type`` ``skipped``. A skipped result is left out of a run's verdict and score and of
-a composite's aggregate, as the seeds' systems leave out members without a verdict.
+Evaluation configs written for other tools (AgentV's among them) mix deterministic graders with judges
+(``llm_judge``, ``code_judge``, ``rubric``, ...); they must load here unchanged. trajgrade runs deterministic
+graders only, inside agents and collectors where calling a model per run is not an option, so a judge is reported
+as skipped: status ``error`` with ``error.type`` ``skipped``. A skipped result is left out of a run's verdict and
+score and of a composite's aggregate: a member without a verdict neither helps nor hurts.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ SPECS = (
         "llm_judge",
         JudgeConfig,
         judge,
-        "LLM / script judges of the seeds' systems: accepted, reported as skipped",
+        "LLM and script judges of other evaluation tools' configs: accepted, reported as skipped",
         taxonomy=Taxonomy(determinism="non-deterministic", cost="high", score_kind="model"),
         aliases=(
             "llm-grader",

@@ -1,4 +1,4 @@
-"""The ``loop`` grader (deterministic-graders spec, user story 2): thrashing on the same action.
+"""The ``loop`` grader: an agent thrashing, repeating the same action.
 
 An action is a tool call: its tool name and its argument values. Model calls are judged through the actions
 they ask for, since what an agent does is its tool calls. Two calls are *similar* when they call the same tool

@@ -22,7 +22,7 @@ repetition of that block, counted in whole blocks; the shortest block is reporte
 Both are pass/fail (score 1 or 0); ``value`` is the longest repetition (max-repeat) or its retries
 (loop-outcome). Evidence names the repeated calls' spans.
 
-Where the seeds are silent: an ``observation`` of a failed call whose result was not captured is its
+An ``observation`` of a failed call whose result was not captured is its
 error (type and message), so the same failure seen again is the same observation. When ``match`` needs
 arguments or results the spans did not capture, those calls count as different from every other: if the
 repetitions found without them already decide the verdict it stands, else the run is not evaluable.

@@ -14,8 +14,8 @@ What counts:
 - turn-count: model calls (one per LLM-call span, failed ones included).
 - error-count: spans of the run with status ERROR (LLM calls, tool calls, agents, the root).
 - wall-time: the root span's duration.
-- step-count: steps of the run (LLM calls + tool calls); ``min`` and/or ``max`` (the choice here, since the
-  seed lists it without fields: a step is what ``trajgrade trajectory`` lists as a step).
+- step-count: steps of the run (LLM calls + tool calls: what ``trajgrade trajectory`` lists as steps); ``min``
+  and/or ``max``.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ the result; not on ``sequence`` entries), and on ``required`` entries only ``min
 ``final`` (the matching call is the run's last tool call), ``at_step`` (0-based) and ``before_step`` (>= 1:
 steps 0 .. before_step - 1), with ``at_step < before_step`` when both are set.
 
-What counts, as the seed specifies:
+What counts:
 
 - every tool call of the run is a completed invocation (failed ones included: they returned an error);
 - a step is the turn of the model call that asked for the tool; a run with no model call is all step 0;
@@ -20,10 +20,10 @@ What counts, as the seed specifies:
   (it is only known once a trace is seen; every call is checked, so the error does not depend on the order);
 - a required matcher is met by ``min_count`` matching calls (in the step when a step is set); a disallowed
   matcher is violated by any matching call; the sequence must match an ordered subsequence of distinct calls.
-- verdict and score are binary, as in the seed's system: 1 when every check holds, else 0. The counts of
+- verdict and score are binary: 1 when every check holds, else 0. The counts of
   checks met are in ``value`` / ``limit`` and ``details.checks``.
 
-Where the seed is silent:
+Edge cases:
 
 - ``final`` with ``min_count``: at least ``min_count`` matching calls, and the run's last tool call is one
   of them. ``min_count``/``final`` on ``disallowed`` or ``sequence`` entries are configuration errors, like

@@ -1,4 +1,4 @@
-"""The ``tool-schema`` grader (deterministic-graders spec, user story 3): approved tools, valid arguments.
+"""The ``tool-schema`` grader: only approved tools called, each with arguments valid for its schema.
 
 - ``allowlist``: tool names the agent may call (exact names); any other tool is a violation.
 - ``blocklist``: tool names it must not call.

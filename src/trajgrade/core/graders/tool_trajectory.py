@@ -16,8 +16,8 @@ an object or ``any``. Arguments are compared by ``args_match`` (per item, else t
 ``subset`` (every argument of the call is expected), ``ignore``, or a list of dot paths compared alone.
 ``max_duration_ms`` adds a latency check for the matched call.
 
-The score is hits / checks; the verdict is a pass when it reaches ``min_score`` (default 0.8, the seed
-system's threshold). Arguments compared but not captured by the spans: not evaluable.
+The score is hits / checks; the verdict is a pass when it reaches ``min_score`` (default 0.8). Arguments compared
+but not captured by the spans: not evaluable.
 """
 
 from __future__ import annotations

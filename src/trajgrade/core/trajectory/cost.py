@@ -20,7 +20,7 @@ __all__ = ["Price", "call_cost", "load_prices"]
 _PROBE_TOKENS = 1000
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Price:
     """USD per million tokens."""
 

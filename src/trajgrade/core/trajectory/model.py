@@ -15,6 +15,10 @@ slotted classes rather than frozen dataclasses, because a frozen dataclass of tw
 times as much to build, and a trajectory builds one per span. They also write their ``__init__`` out: this
 module is compiled with mypyc (``setup.py``), which compiles a written ``__init__`` but leaves the one
 ``@dataclass`` generates interpreted, at about eight times the cost.
+
+Every record here is built with keyword arguments only (the written ``__init__`` methods take them after a
+``*``, the dataclasses are ``kw_only``): adding a field touches the model, its builder and its test, not every
+call site.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ class Usage:
 
     def __init__(
         self,
+        *,
         input_tokens: int | None = None,
         output_tokens: int | None = None,
         cache_read_tokens: int | None = None,
@@ -83,6 +88,7 @@ class ToolCall:
 
     def __init__(
         self,
+        *,
         name: str,
         call_id: str | None = None,
         arguments: Any = None,
@@ -158,6 +164,7 @@ class Step:
 
     def __init__(
         self,
+        *,
         index: int,
         kind: StepKind,
         span_id: str,
@@ -207,7 +214,7 @@ class Step:
         return self.status == "error"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AgentSummary:
     """One agent of a run (the run's own and each sub-agent it delegated to)."""
 
@@ -223,7 +230,7 @@ class AgentSummary:
     failed: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Summary:
     """The run's metrics, as graders and the CLI read them."""
 
@@ -256,7 +263,7 @@ class Summary:
     tool_calls_not_requested: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Trajectory:
     """One agent run: the subtree under a local root span."""
 

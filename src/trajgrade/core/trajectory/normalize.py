@@ -1,6 +1,7 @@
 """Reduce a span to a compact record: which kind of step it is and the fields trajgrade needs.
 
-Every convention fact comes from :mod:`trajgrade.core.semconv`; this module only walks its tables. The record
+Every convention fact comes from :mod:`trajgrade.core.semconv`; this module only walks its tables (which of
+their keys a span carries is worked out once per key set, in ``span_shape.py``). The record
 keeps attribute values as the span holds them (JSON strings are parsed later, off the hot path), and it
 does not keep the span: a buffered record costs a fraction of a ``ReadableSpan``.
 """
@@ -11,11 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from trajgrade.core import content_formats as cf
 from trajgrade.core import semconv as sc
 from trajgrade.core.spans import STATUS_ERROR, SpanView
 from trajgrade.core.trajectory.model import Usage
+from trajgrade.core.trajectory.span_shape import SpanShape, shape_of
 
-__all__ = ["MISSING", "SpanRecord", "classify", "normalize"]
+__all__ = ["MISSING", "PartsRef", "SpanRecord", "classify", "normalize"]
 
 
 class _Missing:
@@ -36,7 +39,7 @@ MISSING: Any = _Missing()
 @dataclass(slots=True, init=False)
 class SpanRecord:
     """What trajgrade keeps of one span (read-only by contract; not frozen, which would make it slow to build;
-    its ``__init__`` written out, as in ``model.py``, for mypyc to compile it)."""
+    its ``__init__`` written out, as in ``model.py``, for mypyc to compile it; keyword arguments only)."""
 
     trace_id: str
     span_id: str
@@ -71,6 +74,7 @@ class SpanRecord:
 
     def __init__(
         self,
+        *,
         trace_id: str,
         span_id: str,
         parent_span_id: str | None,
@@ -184,24 +188,24 @@ def _float(value: Any) -> float | None:
 
 
 def _usage(
-    attributes: Mapping[str, Any], shape: _Shape, input_keys: tuple[str, ...], output_keys: tuple[str, ...]
+    attributes: Mapping[str, Any], shape: SpanShape, input_keys: tuple[str, ...], output_keys: tuple[str, ...]
 ) -> Usage | None:
     input_tokens = _int(_first(attributes, input_keys))
     output_tokens = _int(_first(attributes, output_keys))
     if input_tokens is None and output_tokens is None:
         return None  # the other counts alone are no usage
     if not shape.optional_usage:
-        return Usage(input_tokens, output_tokens)
+        return Usage(input_tokens=input_tokens, output_tokens=output_tokens)
     return Usage(
-        input_tokens,
-        output_tokens,
-        _int(_first(attributes, shape.cache_read)),
-        _int(_first(attributes, shape.cache_write)),
-        _int(_first(attributes, shape.reasoning)),
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_read_tokens=_int(_first(attributes, shape.cache_read)),
+        cache_write_tokens=_int(_first(attributes, shape.cache_write)),
+        reasoning_tokens=_int(_first(attributes, shape.reasoning)),
     )
 
 
-def _cost(attributes: Mapping[str, Any], shape: _Shape) -> float | None:
+def _cost(attributes: Mapping[str, Any], shape: SpanShape) -> float | None:
     if shape.cost:
         cost = _float(_first(attributes, shape.cost))
         if cost is not None:
@@ -226,7 +230,8 @@ def _name_from(name: str, patterns: tuple[Any, ...]) -> str | None:
 def _error(span: SpanView, attributes: Mapping[str, Any], kind: str) -> tuple[bool, str | None, str | None]:
     failed = span.status_code == STATUS_ERROR
     if kind == sc.TOOL and (
-        attributes.get(sc.TOOL_STATUS_KEY) == "error" or any(e.name == sc.TOOL_EXCEPTION_EVENT for e in span.events)
+        attributes.get(sc.TOOL_STATUS_KEY) == sc.TOOL_STATUS_ERROR
+        or any(e.name == sc.TOOL_EXCEPTION_EVENT for e in span.events)
     ):
         failed = True
     if not failed:
@@ -242,7 +247,7 @@ def _error(span: SpanView, attributes: Mapping[str, Any], kind: str) -> tuple[bo
     return True, (str(error_type) if error_type is not None else None), (str(message) if message else None)
 
 
-def _tool_content(span: SpanView, attributes: Mapping[str, Any], shape: _Shape) -> tuple[Any, Any]:
+def _tool_content(span: SpanView, attributes: Mapping[str, Any], shape: SpanShape) -> tuple[Any, Any]:
     arguments: Any = MISSING
     if shape.tool_arguments:
         arguments = attributes[shape.tool_arguments[0]]
@@ -268,131 +273,23 @@ def _tool_content_from_events(span: SpanView, arguments: Any, result: Any) -> tu
         if event.name == sc.OPERATION_DETAILS_EVENT:
             # Parts are parsed later; keep the messages as they are and mark where they came from.
             if arguments is MISSING and sc.INPUT_MESSAGES in attrs:
-                arguments = _PartsRef(attrs[sc.INPUT_MESSAGES], "tool_call", "arguments")
+                arguments = PartsRef(
+                    messages=attrs[sc.INPUT_MESSAGES], part_type=cf.TOOL_CALL_PART, field=cf.TOOL_CALL_ARGUMENTS
+                )
             if result is MISSING and sc.OUTPUT_MESSAGES in attrs:
-                result = _PartsRef(attrs[sc.OUTPUT_MESSAGES], "tool_call_response", "response")
+                result = PartsRef(
+                    messages=attrs[sc.OUTPUT_MESSAGES], part_type=cf.TOOL_RESPONSE_PART, field=cf.TOOL_RESPONSE
+                )
     return arguments, result
 
 
-@dataclass(frozen=True, slots=True)
-class _PartsRef:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartsRef:
     """A value to take from the first message part of a type (GenAI message JSON), resolved when built."""
 
     messages: Any
     part_type: str
     field: str
-
-
-def _by_index(key: str) -> tuple[int, ...]:
-    """Flattened keys in the order of their indices (``a.10.b`` after ``a.9.b``), whatever order they came in."""
-    return tuple(int(part) for part in key.split(".") if part.isdigit())
-
-
-@dataclass(frozen=True, slots=True)
-class _Shape:
-    """Where a span's fields are among its attribute keys: for each field, the keys of its priority list that
-    are present (in priority order), and the flattened keys, in index order.
-
-    It depends on the keys alone, and an instrumentation sends the same keys, in the same order, on every span
-    of a kind: it is worked out once per key tuple (``_shape``), not once per span.
-    """
-
-    model: tuple[str, ...]
-    provider: tuple[str, ...]
-    input_tokens: tuple[str, ...]
-    output_tokens: tuple[str, ...]
-    cache_read: tuple[str, ...]
-    cache_write: tuple[str, ...]
-    reasoning: tuple[str, ...]
-    optional_usage: bool
-    cost: tuple[str, ...]
-    cost_parts: bool
-    tool_definitions: tuple[str, ...]
-    flat_tool_schemas: tuple[str, ...] | None
-    #: (key, message index, call index, field) of each flattened tool-call field, in index order.
-    flat_tool_calls: tuple[tuple[str, int, int, str], ...]
-    #: An LLM-marked span with these keys is a model request (``semconv.LLM_REQUEST_KEYS``).
-    request_evidence: bool
-    tool_name: tuple[str, ...]
-    tool_call_id: tuple[str, ...]
-    tool_arguments: tuple[str, ...]
-    flat_arguments: tuple[tuple[str, str], ...]
-    tool_results: tuple[str, ...]
-    agent_name: tuple[str, ...]
-    agent_model: tuple[str, ...]
-    agent_input_tokens: tuple[str, ...]
-    agent_output_tokens: tuple[str, ...]
-    agent_output: tuple[str, ...]
-    agent_tool_definitions: tuple[str, ...]
-
-    @classmethod
-    def of(cls, keys: tuple[str, ...]) -> _Shape:
-        present = set(keys)
-
-        def among(priority: tuple[str, ...]) -> tuple[str, ...]:
-            return tuple(k for k in priority if k in present)
-
-        flat_calls: list[tuple[str, int, int, str]] = []
-        for k in keys:
-            if k.startswith(sc.FLAT_TOOL_CALL_PREFIXES):
-                for pattern, fields in sc.FLAT_TOOL_CALL:
-                    m = pattern.match(k)
-                    if m:
-                        flat_calls.append((k, int(m.group(1)), int(m.group(2)), fields[m.group(3)]))
-        arguments = sc.TOOL_ARGUMENT_PREFIX
-        optional = (among(sc.CACHE_READ_KEYS), among(sc.CACHE_WRITE_KEYS), among(sc.REASONING_KEYS))
-        return cls(
-            model=among(sc.MODEL_KEYS),
-            provider=among(sc.PROVIDER_KEYS),
-            input_tokens=among(sc.INPUT_TOKEN_KEYS),
-            output_tokens=among(sc.OUTPUT_TOKEN_KEYS),
-            cache_read=optional[0],
-            cache_write=optional[1],
-            reasoning=optional[2],
-            optional_usage=any(optional),
-            cost=among(sc.COST_KEYS),
-            cost_parts=all(k in present for k in sc.COST_PART_KEYS),
-            tool_definitions=among((sc.TOOL_DEFINITIONS,)),
-            flat_tool_schemas=(
-                tuple(sorted((k for k in keys if sc.FLAT_TOOL_SCHEMA.match(k)), key=_by_index))
-                if sc.FLAT_TOOL_SCHEMA_FIRST in present
-                else None
-            ),
-            flat_tool_calls=tuple(sorted(flat_calls, key=lambda c: (c[1], c[2]))),
-            request_evidence=bool(flat_calls)
-            or not present.isdisjoint(sc.LLM_REQUEST_KEYS)
-            or any(k.startswith(sc.LLM_REQUEST_PREFIXES) for k in keys),
-            tool_name=among(sc.TOOL_NAME_KEYS),
-            tool_call_id=among(sc.TOOL_CALL_ID_KEYS),
-            tool_arguments=among(sc.TOOL_ARGUMENT_KEYS),
-            flat_arguments=tuple(
-                (k, k[len(arguments) : -len(".value")])
-                for k in keys
-                if k.startswith(arguments) and k.endswith(".value")
-            ),
-            tool_results=among(sc.TOOL_RESULT_KEYS),
-            agent_name=among(sc.AGENT_NAME_KEYS),
-            agent_model=among(sc.AGENT_MODEL_KEYS),
-            agent_input_tokens=among(sc.AGENT_INPUT_TOKEN_KEYS),
-            agent_output_tokens=among(sc.AGENT_OUTPUT_TOKEN_KEYS),
-            agent_output=among(sc.AGENT_OUTPUT_KEYS),
-            agent_tool_definitions=among(sc.TOOL_DEFINITION_KEYS),
-        )
-
-
-_SHAPES: dict[tuple[str, ...], _Shape] = {}
-#: Key tuples remembered at most (then forgotten all at once): far more than the kinds of span a fleet sends.
-_MAX_SHAPES = 4096
-
-
-def _shape(attributes: Mapping[str, Any]) -> _Shape:
-    keys = tuple(attributes)
-    shape = _SHAPES.get(keys)
-    if shape is None:
-        if len(_SHAPES) >= _MAX_SHAPES:
-            _SHAPES.clear()
-        shape = _SHAPES[keys] = _Shape.of(keys)
-    return shape
 
 
 def normalize(span: SpanView, keep_attributes: bool | None = None) -> SpanRecord:
@@ -406,16 +303,16 @@ def normalize(span: SpanView, keep_attributes: bool | None = None) -> SpanRecord
     if keep_attributes is None:
         keep_attributes = parent is None or remote
     r = SpanRecord(
-        span.trace_id,
-        span.span_id,
-        parent,
-        name,
-        kind,
-        span.start_unix_nano,
-        span.end_unix_nano,
-        failed,
-        error_type,
-        error_message,
+        trace_id=span.trace_id,
+        span_id=span.span_id,
+        parent_span_id=parent,
+        name=name,
+        kind=kind,
+        start_unix_nano=span.start_unix_nano,
+        end_unix_nano=span.end_unix_nano,
+        error=failed,
+        error_type=error_type,
+        error_message=error_message,
     )
     service = span.resource_attributes.get(sc.SERVICE_NAME)
     if service is not None:
@@ -423,10 +320,10 @@ def normalize(span: SpanView, keep_attributes: bool | None = None) -> SpanRecord
     r.parent_is_remote = remote
     if keep_attributes:
         r.attributes = dict(attributes)
-    if kind == sc.LLM and not _is_request(span, _shape(attributes)):
+    if kind == sc.LLM and not _is_request(span, shape_of(attributes)):
         r.kind = kind = sc.OTHER
     if kind == sc.LLM or kind == sc.EMBEDDING:
-        shape = _shape(attributes)
+        shape = shape_of(attributes)
         model = _first(attributes, shape.model)
         provider = _first(attributes, shape.provider)
         output = attributes.get(sc.OUTPUT_MESSAGES)
@@ -442,7 +339,7 @@ def normalize(span: SpanView, keep_attributes: bool | None = None) -> SpanRecord
             tuple(attributes[k] for k in shape.flat_tool_schemas) if shape.flat_tool_schemas is not None else None
         )
     elif kind == sc.TOOL:
-        shape = _shape(attributes)
+        shape = shape_of(attributes)
         tool_name = _first(attributes, shape.tool_name) or _name_from(name, sc.TOOL_NAME_FROM_SPAN_NAME) or name
         call_id = _first(attributes, shape.tool_call_id)
         r.agent_name = _str_or_none(attributes.get(sc.AGENT_NAME))
@@ -453,7 +350,7 @@ def normalize(span: SpanView, keep_attributes: bool | None = None) -> SpanRecord
         r.tool_call_id = str(call_id) if call_id is not None else None
         r.tool_arguments, r.tool_result = _tool_content(span, attributes, shape)
     elif kind == sc.AGENT or kind == sc.WORKFLOW:
-        shape = _shape(attributes)
+        shape = shape_of(attributes)
         agent = _first(attributes, shape.agent_name) or _name_from(name, sc.AGENT_NAME_FROM_SPAN_NAME)
         model = _first(attributes, shape.agent_model)
         r.agent_name = str(agent) if agent is not None else (name if kind == sc.AGENT else None)
@@ -477,7 +374,7 @@ def _agent_in_value(name: str, attributes: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _is_request(span: SpanView, shape: _Shape) -> bool:
+def _is_request(span: SpanView, shape: SpanShape) -> bool:
     return shape.request_evidence or any(e.name in sc.LLM_REQUEST_EVENTS for e in span.events)
 
 

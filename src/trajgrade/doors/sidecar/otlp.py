@@ -24,7 +24,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from trajgrade.core import semconv as sc
 from trajgrade.core.emit import report_attributes, result_attributes
-from trajgrade.core.suite import RunReport
+from trajgrade.core.running import RunReport
 from trajgrade.doors.sidecar._protowire import (
     MAX_MESSAGE_DEPTH,
     Span,

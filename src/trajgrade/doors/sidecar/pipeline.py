@@ -38,7 +38,7 @@ from trajgrade.core.collector import RunCollector, is_own, is_root
 from trajgrade.core.config import Config
 from trajgrade.core.grading import Grading
 from trajgrade.core.internal_errors import internal_errors
-from trajgrade.core.suite import RunReport
+from trajgrade.core.running import RunReport
 from trajgrade.core.trajectory.normalize import SpanRecord, normalize
 from trajgrade.core.worker import Graded, GradingWorker
 from trajgrade.doors.sidecar._protowire import Span, read_span

@@ -25,7 +25,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricReader, PeriodicExportingMetricReader
 
 from trajgrade.core.config import Config
-from trajgrade.core.suite import RunReport
+from trajgrade.core.running import RunReport
 from trajgrade.core.trajectory.cost import load_prices
 from trajgrade.doors.sidecar.pipeline import Pipeline
 from trajgrade.doors.sidecar.receivers import Limits, grpc_server, http_app, http_protocol

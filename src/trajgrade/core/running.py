@@ -1,14 +1,18 @@
-"""Choose the graders for a run, run them, and aggregate their results into the run's verdict.
+"""Running graders: choose the suite for a run, run its graders, and aggregate their results into a verdict.
 
 A run passes when no result is ``fail`` or ``error``; with ``scoring.threshold`` it passes when the
 weighted mean of the scores reaches the threshold instead (a result in ``error`` scores 0 there: what
 could not be judged does not help a run pass). The run's score is that weighted mean either way. A skipped
 result (an LLM judge, which trajgrade does not run) is left out of both.
+
+Each grader runs under the suite's time limit (``scoring.timeout``), and so does each child of a composite:
+``run_children`` runs them with the limit of the grader running them.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,9 +22,12 @@ from trajgrade.core.graders.base import GraderResult
 from trajgrade.core.patterns import PatternTimeout, budget
 from trajgrade.core.trajectory.model import Trajectory
 
-__all__ = ["RunReport", "aggregate", "grade_run", "run_grader"]
+__all__ = ["DEFAULT_TIMEOUT_S", "RunReport", "aggregate", "grade_run", "run_children", "run_grader", "score_of"]
 
 logger = logging.getLogger(__name__)
+
+#: Seconds a grader may take on a run when nothing says otherwise (``Scoring.timeout``'s default).
+DEFAULT_TIMEOUT_S = Scoring().timeout
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +41,16 @@ class RunReport:
     score: float
 
 
-def run_grader(grader: Grader, trajectory: Trajectory, timeout_s: float = 5.0) -> GraderResult:
+class _Running(threading.local):
+    """The time limit of the grader running on this thread, for the children it runs (a composite's)."""
+
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+
+_running = _Running()
+
+
+def run_grader(grader: Grader, trajectory: Trajectory, timeout_s: float = DEFAULT_TIMEOUT_S) -> GraderResult:
     """One grader on one run; an exception inside it, or a run past ``timeout_s``, becomes an ``error`` result.
 
     A grader is pure Python and is not interrupted; what could make one slow on hostile content (its config
@@ -42,6 +58,8 @@ def run_grader(grader: Grader, trajectory: Trajectory, timeout_s: float = 5.0) -
     again when it returns.
     """
     started = time.perf_counter()
+    outer = _running.timeout_s
+    _running.timeout_s = timeout_s
     try:
         with budget(timeout_s):
             result = grader.spec.grade(trajectory, grader.options, grader.name)
@@ -57,10 +75,18 @@ def run_grader(grader: Grader, trajectory: Trajectory, timeout_s: float = 5.0) -
             explanation=f"internal error in the grader: {type(e).__name__}: {e}",
             error_type="internal",
         )
+    finally:
+        _running.timeout_s = outer
     elapsed = time.perf_counter() - started
     if elapsed > timeout_s:
         return _timeout(grader, f"took {elapsed:.2f}s, over its time budget of {timeout_s:g}s")
     return result
+
+
+def run_children(graders: Sequence[Grader], trajectory: Trajectory) -> list[GraderResult]:
+    """The graders a grader runs (a composite's children), each with the time limit of the grader running them."""
+    timeout_s = _running.timeout_s
+    return [run_grader(g, trajectory, timeout_s) for g in graders]
 
 
 def _timeout(grader: Grader, why: str) -> GraderResult:
@@ -74,14 +100,21 @@ def _timeout(grader: Grader, why: str) -> GraderResult:
     )
 
 
+def score_of(result: GraderResult) -> float:
+    """What a result counts for in an aggregate: its score, or 0 when the grader could not judge."""
+    return 0.0 if result.status == "error" else result.score
+
+
 def aggregate(graders: Sequence[Grader], results: Sequence[GraderResult], scoring: Scoring) -> tuple[bool, float]:
-    """(passed, score) of a list of results."""
+    """(passed, score) of a list of results: the weighted mean of the counted results' scores (``scoring.weights``
+    over the graders' own weights), and whether it reaches ``scoring.threshold`` (without one, whether every
+    counted result passed). Skipped results are not counted; when none is counted, the list passes with 1."""
     counted = [(g, r) for g, r in zip(graders, results, strict=True) if r.error_type != "skipped"]
     if not counted:
         return True, 1.0
     weights = [scoring.weights.get(g.name, g.weight) for g, _ in counted]
     total = sum(weights)
-    score = sum(w * r.score for w, (_, r) in zip(weights, counted, strict=True)) / total if total else 0.0
+    score = sum(w * score_of(r) for w, (_, r) in zip(weights, counted, strict=True)) / total if total else 0.0
     if scoring.threshold is not None:
         return score >= scoring.threshold, score
     return all(r.status == "pass" for _, r in counted), score
@@ -91,7 +124,7 @@ def grade_run(config: Config, trajectory: Trajectory) -> RunReport:
     """Grade one run with the first suite that matches it (a run no suite matches passes with no results)."""
     suite = config.suite_for(trajectory)
     if suite is None:
-        return RunReport(trajectory, None, (), True, 1.0)
+        return RunReport(trajectory=trajectory, suite=None, results=(), passed=True, score=1.0)
     results = tuple(run_grader(g, trajectory, suite.scoring.timeout) for g in suite.graders)
     passed, score = aggregate(suite.graders, results, suite.scoring)
-    return RunReport(trajectory, suite.name, results, passed, score)
+    return RunReport(trajectory=trajectory, suite=suite.name, results=results, passed=passed, score=score)
