@@ -336,7 +336,8 @@ def test_hot_path_keeps_what_sdk_parts_keeps() -> None:
     with tracer.start_as_current_span("invoke_agent a") as root:
         with tracer.start_as_current_span("execute_tool search", attributes={"gen_ai.tool.name": "search"}) as child:
             child.add_event("exception", {"exception.type": "ValueError"})
-        kept, dropped = processor._collector._assembler.snapshot(root.get_span_context().trace_id)
+        buffer = processor._collector._assembler._traces[root.get_span_context().trace_id]
+        kept, dropped = list(buffer.records), buffer.dropped_spans
     assert dropped == 0 and len(kept) == 1
     assert isinstance(child, ReadableSpan)
     assert kept[0] == sdk_parts(child)

@@ -101,12 +101,6 @@ class Assembler(Generic[T]):
         """Bytes of the buffered items added with a size."""
         return self._size
 
-    def snapshot(self, trace_id: Hashable) -> tuple[list[T], int]:
-        """A copy of a trace's items so far and its count of dropped spans, leaving the trace buffered."""
-        with self._lock:
-            buffer = self._traces.get(trace_id)
-            return (list(buffer.records), buffer.dropped_spans) if buffer is not None else ([], 0)
-
     def pop(self, trace_id: Hashable) -> TraceBuffer[T]:
         """Release a trace (its root ended); later spans of it are dropped as ``after_root``."""
         with self._lock:

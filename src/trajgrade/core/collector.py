@@ -125,6 +125,7 @@ class RunCollector(Generic[T, P]):
         # Guards _held (roots waiting for their settle time, by trace); held only to read or change it.
         self._lock = threading.Lock()
         self._held: dict[Hashable, list[_Held[P]]] = {}
+        self._held_count = 0  # roots in _held: checked for every root, so counted rather than summed
         self._last_expire = clock()
 
     def __len__(self) -> int:
@@ -138,7 +139,7 @@ class RunCollector(Generic[T, P]):
     @property
     def held(self) -> int:
         with self._lock:
-            return sum(len(h) for h in self._held.values())
+            return self._held_count
 
     def root(
         self, trace: Hashable, root: SpanRecord | Callable[[], SpanRecord], payload: P, *, partial: bool = False
@@ -147,8 +148,9 @@ class RunCollector(Generic[T, P]):
         counted ``queue_full`` and its trace released; the door passes the root on ungraded."""
         make = root if callable(root) else (lambda: root)
         with self._lock:
-            full = sum(map(len, self._held.values())) >= self._max_pending if self._max_pending else True
+            full = self._held_count >= self._max_pending
             if not full:
+                self._held_count += 1
                 ready_at = self._clock() + self.settle_s
                 self._held.setdefault(trace, []).append(_Held(make, payload, ready_at, partial))
         if full:
@@ -168,6 +170,7 @@ class RunCollector(Generic[T, P]):
         with self._lock:
             ready = [t for t, hs in self._held.items() if all(h.ready_at <= now for h in hs)]
             taken = [(t, self._held.pop(t)) for t in ready]
+            self._held_count -= sum(len(held) for _, held in taken)
         runs = [run for trace, held in taken for run in self._guarded(self._held_runs, trace, held)]
         if now - self._last_expire >= 1.0:
             self._last_expire = now
@@ -179,6 +182,7 @@ class RunCollector(Generic[T, P]):
         with self._lock:
             taken = list(self._held.items())
             self._held.clear()
+            self._held_count = 0
         now = self._clock()
         runs = [run for trace, held in taken for run in self._guarded(self._held_runs, trace, held, now)]
         for trace, buffer in self._assembler.drain():
