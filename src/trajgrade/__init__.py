@@ -19,13 +19,14 @@ if TYPE_CHECKING:
     from trajgrade.core.trajectory import Trajectory, build_trajectories
     from trajgrade.doors.exporter import GradingSpanExporter
     from trajgrade.doors.processor import GradingSpanProcessor
-    from trajgrade.exceptions import ConfigError, TraceDecodeError, TrajgradeError
+    from trajgrade.exceptions import BudgetExceeded, ConfigError, TraceDecodeError, TrajgradeError
 
 #: Each public name and the module that defines it.
 _WHERE = {
     "Config": "trajgrade.core.config",
     "load_config": "trajgrade.core.config_loading",
     "parse_config": "trajgrade.core.config_loading",
+    "BudgetExceeded": "trajgrade.exceptions",
     "ConfigError": "trajgrade.exceptions",
     "TraceDecodeError": "trajgrade.exceptions",
     "TrajgradeError": "trajgrade.exceptions",
@@ -40,6 +41,7 @@ _WHERE = {
 }
 
 __all__ = [
+    "BudgetExceeded",
     "Config",
     "ConfigError",
     "Evidence",

@@ -4,14 +4,19 @@
 
     TrajgradeError
      ├── ConfigError         a graders file or config object is invalid (file, line, grader, field)
-     └── TraceDecodeError    an input file or request is not OTLP trace data (file, line, what)
+     ├── TraceDecodeError    an input file or request is not OTLP trace data (file, line, what)
+     └── BudgetExceeded      a run broke an enforced grader's limit: its next model or tool call is refused
 
-Only loading a config and reading input raise; nothing raises into an instrumented application.
+Loading a config and reading input raise. Nothing raises into an instrumented application, unless it asks for
+enforcement (a grader with ``enforce: true``, or ``GradingSpanProcessor(enforce=True)``): then the run that broke
+the limit gets ``BudgetExceeded`` where it starts its next model or tool call.
 """
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "TraceDecodeError", "TrajgradeError"]
+from typing import Any
+
+__all__ = ["BudgetExceeded", "ConfigError", "TraceDecodeError", "TrajgradeError"]
 
 
 class TrajgradeError(Exception):
@@ -31,3 +36,31 @@ class TraceDecodeError(TrajgradeError):
         self.line = line
         where = f"{source}:{line}" if line is not None else source
         super().__init__(f"{where}: {problem}")
+
+
+class BudgetExceeded(TrajgradeError):
+    """A run broke the limit of an enforced grader while it was running; raised where the run starts its next model
+    or tool call, so that the agent framework ends the run as failed.
+
+    Attributes: ``grader`` (the grader's name), ``grader_type``, ``value`` and ``limit`` (as the grader reports
+    them), ``explanation``, ``trace_id`` (hex) and ``span_id`` (hex, the span that broke the limit, or None).
+    """
+
+    def __init__(
+        self,
+        grader: str,
+        grader_type: str,
+        value: Any,
+        limit: Any,
+        explanation: str,
+        trace_id: str,
+        span_id: str | None = None,
+    ) -> None:
+        self.grader = grader
+        self.grader_type = grader_type
+        self.value = value
+        self.limit = limit
+        self.explanation = explanation
+        self.trace_id = trace_id
+        self.span_id = span_id
+        super().__init__(f"trajgrade stopped the run (trace {trace_id}): {grader} ({grader_type}): {explanation}")

@@ -18,7 +18,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Container, Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 __all__ = ["Assembler", "TraceBuffer"]
 
@@ -32,6 +32,10 @@ class TraceBuffer(Generic[T]):
     first_seen: float = field(default_factory=time.monotonic)
     dropped_spans: int = 0
     size: int = 0  # bytes of the items added with a size
+    #: In-flight checks (``inflight``): how many items they have seen, their state, and the lock of its feeder.
+    checked: int = 0
+    trackers: Any = None
+    check_lock: Any = None
 
 
 class Assembler(Generic[T]):
@@ -122,6 +126,30 @@ class Assembler(Generic[T]):
             released = [(tid, self._traces.pop(tid)) for tid in old]
             self._size -= sum(b.size for _, b in released)
         return released
+
+    def unchecked(self, trace: Hashable | None = None) -> list[TraceBuffer[T]]:
+        """The buffers with items the in-flight checks have not seen (of one trace, or of all), each with a
+        ``check_lock`` to take before ``claim``."""
+        with self._lock:
+            if trace is not None:
+                one = self._traces.get(trace)
+                buffers = [one] if one is not None else []
+            else:
+                buffers = list(self._traces.values())
+            found = [b for b in buffers if b.checked < len(b.records)]
+            for b in found:
+                if b.check_lock is None:
+                    b.check_lock = threading.Lock()
+        return found
+
+    def claim(self, buffer: TraceBuffer[T]) -> tuple[int, list[T]]:
+        """The items of a buffer the checks have not seen, and where they start; they are seen from now on (call
+        with the buffer's ``check_lock`` held)."""
+        with self._lock:
+            start = buffer.checked
+            items = buffer.records[start:]
+            buffer.checked = len(buffer.records)
+        return start, items
 
     def drain(self) -> list[tuple[Hashable, TraceBuffer[T]]]:
         """Release every trace (shutdown)."""

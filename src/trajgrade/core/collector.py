@@ -9,6 +9,9 @@ its spans here, adapted to span records, and gets runs back, ready to grade. The
 - A root is **held** for ``settle_s`` after it ends, so that spans of its run ending after it (or arriving in a
   later batch) are still in; then its run is **due**. Roots past ``max_pending`` are not held: counted
   ``queue_full`` and passed on ungraded.
+- With **in-flight checks** (``checks``), :meth:`RunCollector.check_open` reads the spans that ended since the last
+  call, once each, and feeds them to their open run's checks (``inflight``); the records it makes are kept, so
+  the run is not read twice when it is graded.
 - A run is **partial** when a span of it was dropped, when its root never ended (graded at shutdown from what
   arrived), or when its root never arrived: a trace with no root for ``max_trace_age_s`` is counted
   ``trace_age`` and graded from what arrived, as is every trace still open when the door closes (counted
@@ -24,7 +27,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 from trajgrade.core import semconv as sc
-from trajgrade.core.assembler import Assembler
+from trajgrade.core.assembler import Assembler, TraceBuffer
+from trajgrade.core.inflight import Breach, InFlightChecks
 from trajgrade.core.internal_errors import report_internal_error
 from trajgrade.core.trajectory.build import build_trajectory, is_run, root_of
 from trajgrade.core.trajectory.cost import Price
@@ -35,6 +39,7 @@ __all__ = ["CollectedRun", "RunCollector", "is_own", "is_root"]
 
 T = TypeVar("T")  # what the door buffers for a span (a span record, or parts it normalizes later)
 P = TypeVar("P")  # what the door keeps with a root to emit the results on (a span, its bytes, ...)
+X = TypeVar("X")
 
 ROOT_NEVER_ARRIVED = "the root span never arrived: graded from the spans that did"
 ROOT_NEVER_ENDED = "the root span had not ended when the run was graded"
@@ -91,6 +96,7 @@ class RunCollector(Generic[T, P]):
         max_pending: roots held at once; past it a root is passed on ungraded (``queue_full``).
         max_traces, max_spans_per_trace, max_trace_age_s, max_bytes: the buffers' bounds.
         on_drop: counts a drop by reason.
+        checks: the in-flight checks of the open runs (see :meth:`check_open`).
     """
 
     def __init__(
@@ -105,9 +111,11 @@ class RunCollector(Generic[T, P]):
         max_bytes: int | None = None,
         on_drop: Callable[[str], None] = lambda reason: None,
         on_error: Callable[[str], None] = lambda error_type: None,
+        checks: InFlightChecks | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._to_record = to_record
+        self.checks = checks if checks else None
         self._on_error = on_error
         self.settle_s = settle_s
         self._max_pending = max_pending
@@ -158,6 +166,34 @@ class RunCollector(Generic[T, P]):
             self._assembler.pop(trace)
         return not full
 
+    def check_open(self, trace: Hashable | None = None) -> list[Breach]:
+        """Feed the spans that ended since the last call (of one trace, or of every open one) to their runs'
+        in-flight checks; the breaches they found. A span that cannot be read loses its trace's checks only."""
+        if self.checks is None:
+            return []
+        breaches: list[Breach] = []
+        for buffer in self._assembler.unchecked(trace):
+            with buffer.check_lock:
+                breaches += self._guarded(self._check, buffer)
+        return breaches
+
+    def _check(self, buffer: TraceBuffer[Any]) -> list[Breach]:
+        assert self.checks is not None
+        start, items = self._assembler.claim(buffer)
+        if not items:
+            return []
+        records = self._records(items)
+        buffer.records[start : start + len(records)] = records  # read once: grading takes these
+        if buffer.trackers is None:
+            buffer.trackers = {}
+        breaches: list[Breach] = []
+        for r in records:
+            tracker = buffer.trackers.get(r.service_name)  # a run is one service's (a trace may cross several)
+            if tracker is None:
+                tracker = buffer.trackers[r.service_name] = self.checks.start()
+            breaches += tracker.add(r)
+        return breaches
+
     def next_due(self) -> float | None:
         """When the next held run is due (the clock's time), if one is held."""
         with self._lock:
@@ -191,19 +227,21 @@ class RunCollector(Generic[T, P]):
         return runs
 
     # --- internals --------------------------------------------------------------------------------------------
-    def _guarded(self, make: Callable[..., list[CollectedRun[P]]], *args: Any) -> list[CollectedRun[P]]:
-        """The runs ``make`` gives; when it fails (a span that cannot be read), that trace's runs only are lost,
-        logged and counted."""
+    def _guarded(self, make: Callable[..., list[X]], *args: Any) -> list[X]:
+        """What ``make`` gives for one trace; when it fails (a span that cannot be read), that trace's runs (or
+        checks) only are lost, logged and counted."""
         try:
             return make(*args)
         except Exception as e:
             report_internal_error("collecting a run", e, self._on_error)
             return []
 
-    def _records(self, items: Iterable[T]) -> list[SpanRecord]:
-        if self._to_record is None:
-            return list(items)  # type: ignore[arg-type]  # the items are records
-        return [self._to_record(item) for item in items]
+    def _records(self, items: Iterable[Any]) -> list[SpanRecord]:
+        """The items' span records (the in-flight checks may have read some already)."""
+        to_record = self._to_record
+        if to_record is None:
+            return list(items)  # the items are records
+        return [item if isinstance(item, SpanRecord) else to_record(item) for item in items]
 
     def _held_runs(self, trace: Hashable, held: list[_Held[P]], cut_at: float | None = None) -> list[CollectedRun[P]]:
         """The runs of a trace's held roots; ``cut_at``: the time of a shutdown that did not wait for them."""

@@ -18,13 +18,15 @@ __all__ = ["Config", "Grader", "Match", "Scoring", "Suite"]
 
 @dataclass(frozen=True, slots=True)
 class Grader:
-    """One configured grader: its name, weight, type and validated options."""
+    """One configured grader: its name, weight, type and validated options; ``enforce``: a breach of its limit
+    while the run is open stops the run (see ``inflight``)."""
 
     name: str
     type: str
     weight: float
     spec: GraderSpec
     options: GraderConfig
+    enforce: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from pydantic import ValidationError
 
 from trajgrade.core.config import Config, Grader, Match, Scoring, Suite
 from trajgrade.core.graders.base import GraderSpec
-from trajgrade.core.graders.catalogue import lookup
+from trajgrade.core.graders.catalogue import CATALOGUE, lookup
 from trajgrade.core.graders.thresholds import parse_duration
 from trajgrade.core.patterns import compile_pattern
 from trajgrade.core.trajectory.cost import Price
@@ -39,7 +39,7 @@ from trajgrade.exceptions import ConfigError
 __all__ = ["MAX_CONFIG_NODES", "load_config", "parse_config"]
 
 Path_ = tuple[str | int, ...]
-_ENTRY_KEYS = frozenset({"type", "name", "weight", "config"})
+_ENTRY_KEYS = frozenset({"type", "name", "weight", "enforce", "config"})
 _GRADER_LIST_KEYS = ("graders", "evaluators", "assert")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")
 
@@ -244,6 +244,17 @@ class _Loader:
         weight = entry.get("weight", 1.0)
         if not _is_amount(weight):
             raise self.error((*path, "weight"), "weight: must be a finite number >= 0", spec.type, path)
+        enforce = entry.get("enforce", False)
+        if not isinstance(enforce, bool):
+            raise self.error((*path, "enforce"), "enforce: must be true or false", spec.type, path)
+        if enforce and spec.watch is None:
+            raise self.error(
+                (*path, "enforce"),
+                f"enforce: {spec.type} is only known when the run ends, so it cannot stop a run (graders that can: "
+                f"{', '.join(s.type for s in CATALOGUE if s.watch is not None)})",
+                spec.type,
+                path,
+            )
         options, options_path = self.options(entry, path, spec)
         try:
             validated = spec.config.model_validate(options)
@@ -259,7 +270,7 @@ class _Loader:
             field_path = _where(within) if within else ""
             text = f"{field_path}: {message}" if field_path else message
             raise self.error((*options_path, *loc), text, spec.type, entry=path) from None
-        return Grader(name=name, type=spec.type, weight=float(weight), spec=spec, options=validated)
+        return Grader(name=name, type=spec.type, weight=float(weight), spec=spec, options=validated, enforce=enforce)
 
     def options(self, entry: dict[str, Any], path: Path_, spec: GraderSpec) -> tuple[dict[str, Any], Path_]:
         """A grader's raw options (under `config`, or flat beside `type`), with composite children compiled."""

@@ -41,12 +41,15 @@ from opentelemetry.util.types import AttributeValue
 
 from trajgrade.core import semconv as sc
 from trajgrade.core.graders.base import GraderResult
+from trajgrade.core.inflight import Breach
 from trajgrade.core.running import RunReport
 from trajgrade.core.trajectory.normalize import SpanRecord
 from trajgrade.version import __version__
 
 __all__ = [
     "EvaluationSpans",
+    "breach_attributes",
+    "log_breach",
     "log_records",
     "span_context_of",
     "report_attributes",
@@ -189,3 +192,28 @@ class EvaluationSpans:
         for result in report.results:
             evaluation.add_event(sc.EVALUATION_RESULT_EVENT, result_attributes(result), timestamp=end)
         evaluation.end(end_time=end)
+
+
+def breach_attributes(breach: Breach) -> dict[str, AttributeValue]:
+    """The attributes of the ``gen_ai.evaluation.result`` event of an in-flight breach: the grader's failing result,
+    marked in flight (and enforced, when the run is stopped)."""
+    attrs = result_attributes(breach.result)
+    attrs[sc.TRAJGRADE_IN_FLIGHT] = True
+    if breach.enforce:
+        attrs[sc.TRAJGRADE_ENFORCED] = True
+    return attrs
+
+
+def log_breach(breach: Breach, logger: Any, parent: SpanContext | None = None) -> None:
+    """Emit an in-flight breach as a log-based ``gen_ai.evaluation.result`` event, in the context of the span that
+    broke the limit (else ``parent``, the run's root when the door knows it)."""
+    span_context = parent
+    if breach.span_id is not None:
+        try:
+            span_context = SpanContext(
+                int(breach.trace_id, 16), int(breach.span_id, 16), False, TraceFlags(TraceFlags.SAMPLED)
+            )
+        except ValueError:
+            pass
+    ctx = set_span_in_context(NonRecordingSpan(span_context)) if span_context is not None else None
+    logger.emit(event_name=sc.EVALUATION_RESULT_EVENT, attributes=breach_attributes(breach), context=ctx)

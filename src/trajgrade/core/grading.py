@@ -15,6 +15,7 @@ from opentelemetry.metrics import MeterProvider
 
 from trajgrade.core.collector import CollectedRun
 from trajgrade.core.config import Config
+from trajgrade.core.inflight import Breach
 from trajgrade.core.internal_errors import internal_errors
 from trajgrade.core.metrics import GradingMetrics
 from trajgrade.core.running import RunReport, grade_run
@@ -33,11 +34,21 @@ class Grading:
         *,
         meter_provider: MeterProvider | None = None,
         on_report: Callable[[RunReport], Any] | None = None,
+        on_breach: Callable[[Breach], Any] | None = None,
         active: Callable[[], int] | None = None,
     ) -> None:
         self.config = config
         self.metrics = GradingMetrics(meter_provider, active=active)
         self.on_report = on_report
+        self.on_breach = on_breach
+
+    def breached(self, breach: Breach) -> None:
+        """Record an in-flight breach and hand it to ``on_breach`` (called once per run and grader)."""
+        with internal_errors("breach", self.count_internal_error):
+            self.metrics.record_breach(breach)
+        if self.on_breach is not None:
+            with internal_errors("on_breach callback", self.count_internal_error):
+                self.on_breach(breach)
 
     def count_drop(self, reason: str) -> None:
         self.metrics.record_drop(reason)

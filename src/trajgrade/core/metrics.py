@@ -14,6 +14,7 @@ from typing import Any
 from opentelemetry.metrics import CallbackOptions, Counter, Meter, MeterProvider, Observation, get_meter_provider
 
 from trajgrade.core import semconv as sc
+from trajgrade.core.inflight import Breach
 from trajgrade.core.running import RunReport
 from trajgrade.version import __version__
 
@@ -86,6 +87,11 @@ class GradingMetrics:
             description="Time to build and grade one run",
             explicit_bucket_boundaries_advisory=_GRADING_BUCKETS,
         )
+        self.breaches = meter.create_counter(
+            "trajgrade.breaches",
+            unit="{breach}",
+            description="Graders' limits broken while the run was still open, by grader and agent",
+        )
         self._active = active
         # Run and result counts, summed by (counter, attributes) until they are added in one call each: the SDK
         # spends about 20 us on every call, and a run of three results would make four of them.
@@ -149,6 +155,14 @@ class GradingMetrics:
                 self.utilization.record(ratio, {**base, sc.EVALUATION_NAME: r.name, sc.TRAJGRADE_GRADER_TYPE: r.type})
         if time.monotonic() - self._flushed >= _FLUSH_S:
             self.flush()
+
+    def record_breach(self, breach: Breach) -> None:
+        """Added at once (not summed with the run counts): alerts on breaches fire while the run is open."""
+        r = breach.result
+        attrs = {sc.AGENT_NAME: breach.agent or "unknown", sc.EVALUATION_NAME: r.name, sc.TRAJGRADE_GRADER_TYPE: r.type}
+        if breach.service_name:
+            attrs[sc.SERVICE_NAME] = breach.service_name
+        self.breaches.add(1, attrs)
 
     def record_drop(self, reason: str, n: int = 1) -> None:
         self.dropped.add(n, {sc.METRIC_REASON: reason})

@@ -318,6 +318,10 @@ TRAJGRADE_EVIDENCE_SPAN_IDS: Final = "trajgrade.evidence.span_ids"
 TRAJGRADE_PASSED: Final = "trajgrade.passed"
 TRAJGRADE_SCORE: Final = "trajgrade.score"
 TRAJGRADE_PARTIAL: Final = "trajgrade.partial"
+#: On a ``gen_ai.evaluation.result`` found while the run was still open (an in-flight breach).
+TRAJGRADE_IN_FLIGHT: Final = "trajgrade.in_flight"
+#: On an in-flight breach of an enforced grader: the run is stopped at its next model or tool call.
+TRAJGRADE_ENFORCED: Final = "trajgrade.enforced"
 TRAJGRADE_SCOPE: Final = "trajgrade"
 #: The name of the span that carries a run's results when its root cannot: ``evaluation {agent}``.
 EVALUATION_SPAN_PREFIX: Final = "evaluation "

@@ -11,11 +11,13 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Hashable
 from typing import Any, Generic
 
 from trajgrade.core.collector import CollectedRun, P, RunCollector
 from trajgrade.core.grading import Grading
+from trajgrade.core.inflight import Breach
 from trajgrade.core.internal_errors import internal_errors
 from trajgrade.core.running import RunReport
 
@@ -36,6 +38,9 @@ class GradingWorker(Generic[P]):
         grading: grades them.
         finish: called with each pass's graded runs, on the grading thread; its errors are counted, not raised.
         thread: start a daemon thread (restarted in a forked child).
+        on_breach: called with the in-flight breaches the collector's checks find (:meth:`check_open`), on the
+            grading thread; its errors are counted, not raised.
+        check_interval_s: how often the thread runs the in-flight checks while runs are open.
     """
 
     def __init__(
@@ -46,10 +51,15 @@ class GradingWorker(Generic[P]):
         *,
         thread: bool = True,
         name: str = "trajgrade-grader",
+        on_breach: Callable[[list[Breach]], None] | None = None,
+        check_interval_s: float = 0.05,
     ) -> None:
         self._collector = collector
         self._grading = grading
         self._finish = finish
+        self._on_breach = on_breach
+        self._check_interval_s = check_interval_s
+        self._found: deque[Breach] = deque()  # breaches found off the thread, for it to emit
         self._name = name
         self._wake = threading.Condition()
         self._busy = False
@@ -68,6 +78,19 @@ class GradingWorker(Generic[P]):
     def wake(self) -> None:
         with self._wake:
             self._wake.notify_all()
+
+    def check_open(self, trace: Hashable | None = None, *, emit: bool = True) -> list[Breach]:
+        """Run the in-flight checks on the spans that ended since the last call (of one trace, or of all); the
+        breaches found. With ``emit=False`` (a caller on the application's thread) they are handed to the thread
+        to emit; else they are emitted here."""
+        breaches = self._collector.check_open(trace)
+        if breaches:
+            if emit or self._thread is None:
+                self._emit(breaches)
+            else:
+                self._found.extend(breaches)
+                self.wake()
+        return breaches
 
     def run_due(self, now: float | None = None) -> int:
         """Grade the runs due now in the calling thread; how many there were."""
@@ -103,6 +126,11 @@ class GradingWorker(Generic[P]):
         return True
 
     # --- internals --------------------------------------------------------------------------------------------
+    def _emit(self, breaches: list[Breach]) -> None:
+        if self._on_breach is not None:
+            with internal_errors("emit breach", self._grading.count_internal_error):
+                self._on_breach(breaches)
+
     def _grade(self, runs: list[CollectedRun[P]]) -> int:
         if not runs:
             return 0
@@ -122,19 +150,25 @@ class GradingWorker(Generic[P]):
             self._start()
 
     def _work(self) -> None:
+        checking = self._collector.checks is not None
         while True:
             with self._wake:
                 if self._stopping:
                     return
                 due = self._collector.next_due()
                 wait = _IDLE_S if due is None else due - time.monotonic()
-                if wait > 0:
+                if checking and len(self._collector):
+                    wait = min(wait, self._check_interval_s)
+                if wait > 0 and not self._found:
                     self._wake.wait(min(wait, _IDLE_S))
                 if self._stopping:
                     return
                 self._busy = True
             try:
                 with internal_errors("grading worker", self._grading.count_internal_error):
+                    if checking:
+                        found = [self._found.popleft() for _ in range(len(self._found))]
+                        self._emit(found + self._collector.check_open())
                     self.run_due()
             finally:
                 with self._wake:

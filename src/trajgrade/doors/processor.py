@@ -11,6 +11,13 @@ The hot path (``on_end`` of a non-root span) reduces the span to a compact recor
 and hands the span downstream at once. Only the root waits, and only for grading, which runs on a worker
 thread. Nothing raises into the application; every drop is counted with a reason; ``shutdown`` and
 ``force_flush`` follow the SDK's contract, and runs still open at shutdown are graded as partial.
+
+In flight, the worker reads the spans of open runs as they end (every ``check_interval_s``) and checks the
+graders that can break before the end (``inflight``). A breach is emitted at once: a ``gen_ai.evaluation.result``
+event marked ``trajgrade.in_flight`` on the still-open root span and as a log event, the ``trajgrade.breaches``
+counter, and ``on_breach``. With enforcement (``enforce: true`` on a grader, or ``enforce=True`` here), a span
+started in a run reads that run's spans ended so far first, and a model or tool call of a run that broke an
+enforced limit raises :class:`~trajgrade.exceptions.BudgetExceeded` in the agent: the one thing that ever raises.
 """
 
 from __future__ import annotations
@@ -33,8 +40,9 @@ from opentelemetry.trace import TracerProvider
 from trajgrade.core import semconv as sc
 from trajgrade.core.collector import CollectedRun, RunCollector, is_own
 from trajgrade.core.config import Config
-from trajgrade.core.emit import EvaluationSpans, log_records, with_results
+from trajgrade.core.emit import EvaluationSpans, breach_attributes, log_breach, log_records, with_results
 from trajgrade.core.grading import Grading
+from trajgrade.core.inflight import Breach, InFlightChecks
 from trajgrade.core.internal_errors import internal_errors, report_internal_error
 from trajgrade.core.running import RunReport
 from trajgrade.core.spans import SdkParts, SdkSpan, sdk_parts
@@ -92,6 +100,11 @@ class GradingSpanProcessor(SpanProcessor):
         worker: grade on a background thread (default); ``False`` grades in the thread that ends the root, or,
             with ``settle_s``, at the next root's end, ``force_flush`` or ``shutdown`` (it never sleeps there).
         max_pending: runs waiting for the worker; past it a root is passed on ungraded and counted.
+        on_breach: called with each in-flight :class:`~trajgrade.core.inflight.Breach` (once per run and grader), on
+            the worker thread.
+        enforce: stop a run that breaks any in-flight limit (else only the graders marked ``enforce: true`` do).
+        in_flight: check the open runs as their spans end (default); ``False`` grades at the root's end only.
+        check_interval_s: how often the worker reads the spans that ended in open runs.
     """
 
     def __init__(
@@ -109,10 +122,16 @@ class GradingSpanProcessor(SpanProcessor):
         settle_s: float = 0.0,
         worker: bool = True,
         max_pending: int = 10_000,
+        on_breach: Callable[[Breach], Any] | None = None,
+        enforce: bool = False,
+        in_flight: bool = True,
+        check_interval_s: float = 0.05,
     ) -> None:
         self._downstream = downstream
         self._logger = logger_provider.get_logger(sc.TRAJGRADE_SCOPE) if logger_provider is not None else None
         self._evaluation_spans = EvaluationSpans(tracer_provider)
+        checks = InFlightChecks(config, enforce=enforce) if in_flight else None
+        self._enforcing = checks is not None and checks.enforcing
         self._collector: RunCollector[SdkParts, _Root] = RunCollector(
             to_record=_record,
             settle_s=settle_s,
@@ -122,13 +141,25 @@ class GradingSpanProcessor(SpanProcessor):
             max_trace_age_s=max_trace_age_s,
             on_drop=self._count_drop,
             on_error=lambda error_type: self._grading.count_internal_error(error_type),
+            checks=checks,
         )
         self._add = self._collector.add  # bound once: on_end runs for every span the agent ends
-        self._grading = Grading(config, meter_provider=meter_provider, on_report=on_report, active=self._active)
-        self._worker = GradingWorker(self._collector, self._grading, self._finish, thread=worker)
-        # Guards _open_roots (roots started, not ended); held only to read or change it.
+        self._grading = Grading(
+            config, meter_provider=meter_provider, on_report=on_report, on_breach=on_breach, active=self._active
+        )
+        self._worker = GradingWorker(
+            self._collector,
+            self._grading,
+            self._finish,
+            thread=worker,
+            on_breach=self._breached,
+            check_interval_s=check_interval_s,
+        )
+        # Guards _open_roots (roots started, not ended) and _stopped; held only to read or change them.
         self._lock = threading.Lock()
         self._open_roots: dict[int, Span] = {}
+        self._stopped: dict[int, Breach] = {}  # runs that broke an enforced limit, by trace
+        self._on_root: set[int] = set()  # breaches put on their root by the thread that found them (by id)
         self._shutdown = False
         # Registered after the tracer provider's own exit hook, so it runs first: pending runs are graded and
         # their results emitted while the exporting processors are still up.
@@ -147,6 +178,10 @@ class GradingSpanProcessor(SpanProcessor):
                         self._open_roots[span.context.span_id] = span
             except Exception as e:
                 report_internal_error("on_start", e, self._grading.count_internal_error)
+        elif self._enforcing:
+            breach = self._stopping(span)
+            if breach is not None:
+                raise breach.exception()  # enforcement, asked for: the run's next model or tool call fails
         if self._downstream is not None:
             self._downstream.on_start(span, parent_context)
 
@@ -209,11 +244,65 @@ class GradingSpanProcessor(SpanProcessor):
     def _count_drop(self, reason: str) -> None:
         self._grading.count_drop(reason)
 
+    def _stopping(self, span: Span) -> Breach | None:
+        """The enforced breach that stops this span's run, if it is a model or tool call of a run that broke an
+        enforced limit (the run's spans ended so far are checked first, so the breach is never late)."""
+        try:
+            if span.context is None:
+                return None
+            trace = span.context.trace_id
+            found = self._worker.check_open(trace, emit=False)  # the worker emits them, but on the root now
+            for b in found:
+                self._put_on_root(b)
+            with self._lock:
+                self._on_root.update(id(b) for b in found)
+                breach = self._stopped.get(trace)
+            if breach is None or normalize(SdkSpan(span), keep_attributes=False).kind not in (sc.LLM, sc.TOOL):
+                return None
+            return breach
+        except Exception as e:
+            report_internal_error("on_start", e, self._grading.count_internal_error)
+            return None
+
+    def _breached(self, breaches: list[Breach]) -> None:
+        """Emit in-flight breaches (on the worker thread): an event on the open root, a log event, the counter and
+        the application's callback; an enforced one stops its run."""
+        token = otel_context.attach(otel_context.set_value(_SUPPRESS, True))
+        try:
+            for breach in breaches:
+                with self._lock:
+                    on_root = id(breach) in self._on_root
+                    self._on_root.discard(id(breach))
+                root = self._put_on_root(breach) if not on_root else self._open_root(breach)
+                if self._logger is not None:
+                    with internal_errors("emit breach", self._grading.count_internal_error):
+                        log_breach(breach, self._logger, root.context if root is not None else None)
+                self._grading.breached(breach)
+        finally:
+            otel_context.detach(token)
+
+    def _open_root(self, breach: Breach) -> Span | None:
+        trace = int(breach.trace_id, 16)
+        with self._lock:
+            return next((r for r in self._open_roots.values() if r.context.trace_id == trace), None)
+
+    def _put_on_root(self, breach: Breach) -> Span | None:
+        """Put a breach on its run's open root span (an enforced one stops the run); the root, if open."""
+        root = self._open_root(breach)
+        if breach.enforce:
+            with self._lock:
+                self._stopped.setdefault(int(breach.trace_id, 16), breach)
+        if root is not None:
+            with internal_errors("emit breach", self._grading.count_internal_error):
+                root.add_event(sc.EVALUATION_RESULT_EVENT, breach_attributes(breach))
+        return root
+
     def _root_ended(self, span: ReadableSpan) -> bool:
         """Hold the root until its run is graded (False: it was not held, pass it on)."""
         assert span.context is not None
         with self._lock:
             live = self._open_roots.pop(span.context.span_id, None)
+            self._stopped.pop(span.context.trace_id, None)
         root = _Root(span, getattr(live, "_span_processor", None))
         if not self._collector.root(span.context.trace_id, _root_record(span), root):
             return False

@@ -87,6 +87,8 @@ class GraderSpec:
 
     ``grade(trajectory, config, name)`` returns the result; ``needs`` names the trajectory data it reads
     (``tokens``, ``cost``, ``tool_arguments``, ``tool_results``, ``output``), for ``trajgrade graders``.
+    ``watch(config, name)``, for the graders whose verdict can only get worse as a run goes on, makes the check
+    that follows an open run span by span (see ``watch.py``); ``None`` when the config leaves nothing to watch.
     """
 
     type: str
@@ -96,6 +98,7 @@ class GraderSpec:
     taxonomy: Taxonomy = Taxonomy()
     needs: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
+    watch: Callable[[Any, str], Callable[..., GraderResult | None] | None] | None = None
 
 
 def linear_score(value: float, limit: float) -> float:

@@ -20,7 +20,8 @@ from pydantic import Field, field_validator, model_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, linear_score, not_evaluable
 from trajgrade.core.graders.thresholds import failed_requests_note, parse_duration
-from trajgrade.core.trajectory.model import Trajectory
+from trajgrade.core.graders.watch import RunSoFar, Watch
+from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS"]
 
@@ -172,6 +173,51 @@ def budget(t: Trajectory, c: BudgetConfig, name: str) -> GraderResult:
     )
 
 
+def watch_budget(c: BudgetConfig, name: str) -> Watch:
+    """Fails on the span that takes any limit past it (token limits once some LLM call reported usage)."""
+    duration_limit = parse_duration(c.max_duration) * 1000 if c.max_duration else c.max_duration_ms
+
+    def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
+        used: list[tuple[str, str, float, float]] = []
+        if run.usage_known:
+            for key, what, attr in _TOKEN_LIMITS:
+                limit = getattr(c, key)
+                if limit is not None:
+                    used.append((key, what, getattr(run, attr), limit))
+        for key, what, calls in (
+            ("max_tool_calls", "tool calls", run.tool_calls),
+            ("max_llm_calls", "LLM calls", run.llm_calls),
+        ):
+            limit = getattr(c, key)
+            if limit is not None:
+                used.append((key, what, calls, limit))
+        if duration_limit is not None:
+            used.append(("max_duration_ms", "ms", round(run.duration_ms, 3), duration_limit))
+        span_ids = (step.span_id,) if step else ()
+        over = [(key, _check(what, n, limit, span_ids)) for key, what, n, limit in used if n > limit]
+        if not over:
+            return None
+        return GraderResult(
+            name=name,
+            type="budget",
+            status="fail",
+            score=min(score for _, (_, score, _) in over),
+            explanation="; ".join(evidence.description for _, (evidence, _, _) in over),
+            value={key: n for key, _, n, limit in used if n > limit},
+            limit={key: limit for key, _, n, limit in used if n > limit},
+            evidence=tuple(evidence for _, (evidence, _, _) in over),
+        )
+
+    return check
+
+
 SPECS = (
-    GraderSpec("budget", BudgetConfig, budget, "token, call and duration limits with utilisation", needs=("tokens",)),
+    GraderSpec(
+        "budget",
+        BudgetConfig,
+        budget,
+        "token, call and duration limits with utilisation",
+        needs=("tokens",),
+        watch=watch_budget,
+    ),
 )

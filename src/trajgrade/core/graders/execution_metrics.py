@@ -30,7 +30,8 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, Field, model_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec
-from trajgrade.core.trajectory.model import Trajectory
+from trajgrade.core.graders.watch import RunSoFar, Watch
+from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["DEFAULT_EXPLORATION_TOOLS", "SPECS"]
 
@@ -177,7 +178,9 @@ class TokenUsageConfig(GraderConfig):
         return self
 
 
-def _single(name: str, type_: str, checks: list[_Check], value: object, limit: object) -> GraderResult:
+def _single(
+    name: str, type_: str, checks: list[_Check], value: object, limit: object, span_ids: tuple[str, ...] = ()
+) -> GraderResult:
     passed = all(k.hit for k in checks)
     return GraderResult(
         name=name,
@@ -187,7 +190,7 @@ def _single(name: str, type_: str, checks: list[_Check], value: object, limit: o
         explanation="; ".join(k.text for k in checks),
         value=value,
         limit=limit,
-        evidence=tuple(Evidence(k.text) for k in checks),
+        evidence=tuple(Evidence(k.text, span_ids if not k.hit else ()) for k in checks),
         details={"hits": [k.text for k in checks if k.hit], "misses": [k.text for k in checks if not k.hit]},
     )
 
@@ -202,20 +205,64 @@ def cost(t: Trajectory, c: CostConfig, name: str) -> GraderResult:
     return _single(name, "cost", [_max_check("Cost", usd, c.max_usd, money=True)], usd, c.max_usd)
 
 
-def token_usage(t: Trajectory, c: TokenUsageConfig, name: str) -> GraderResult:
-    s = t.summary
-    checks = [
+def _token_checks(c: TokenUsageConfig, total: int | None, input_: int | None, output: int | None) -> list[_Check]:
+    return [
         _max_check(label, value, limit)
         for label, value, limit in (
-            ("Total tokens", s.total_tokens, c.max_total_tokens),
-            ("Input tokens", s.input_tokens, c.max_input_tokens),
-            ("Output tokens", s.output_tokens, c.max_output_tokens),
+            ("Total tokens", total, c.max_total_tokens),
+            ("Input tokens", input_, c.max_input_tokens),
+            ("Output tokens", output, c.max_output_tokens),
         )
         if limit is not None
     ]
+
+
+def _token_limits(c: TokenUsageConfig) -> dict[str, float]:
     limits = {"max_total_tokens": c.max_total_tokens, "max_input_tokens": c.max_input_tokens}
     limits["max_output_tokens"] = c.max_output_tokens
-    return _single(name, "token_usage", checks, s.total_tokens, {k: v for k, v in limits.items() if v is not None})
+    return {k: v for k, v in limits.items() if v is not None}
+
+
+def token_usage(t: Trajectory, c: TokenUsageConfig, name: str) -> GraderResult:
+    s = t.summary
+    checks = _token_checks(c, s.total_tokens, s.input_tokens, s.output_tokens)
+    return _single(name, "token_usage", checks, s.total_tokens, _token_limits(c))
+
+
+# --- in flight: each check fails on the span that takes its number past the limit -------------------------------
+def watch_latency(c: LatencyConfig, name: str) -> Watch:
+    def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
+        ms = round(run.duration_ms, 1)
+        if ms <= c.max_ms:
+            return None
+        span_ids = (step.span_id,) if step else ()
+        return _single(name, "latency", [_max_check("Duration", ms, c.max_ms, unit="ms")], ms, c.max_ms, span_ids)
+
+    return check
+
+
+def watch_cost(c: CostConfig, name: str) -> Watch:
+    """Once every LLM call so far has a known cost (the run's cost is unknown otherwise)."""
+
+    def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
+        if step is None or run.cost_unknown or run.cost_usd <= c.max_usd:
+            return None
+        usd = run.cost_usd
+        return _single(name, "cost", [_max_check("Cost", usd, c.max_usd, money=True)], usd, c.max_usd, (step.span_id,))
+
+    return check
+
+
+def watch_token_usage(c: TokenUsageConfig, name: str) -> Watch:
+    def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
+        if step is None or not run.usage_known:
+            return None
+        checks = _token_checks(c, run.total_tokens, run.input_tokens, run.output_tokens)
+        if all(k.hit for k in checks):
+            return None
+        return _single(name, "token_usage", checks, run.total_tokens, _token_limits(c), (step.span_id,))
+
+    return check
 
 
 SPECS = (
@@ -226,9 +273,14 @@ SPECS = (
         "tool/LLM calls, tokens, cost, duration and exploration ratio within bounds (hits / misses)",
         needs=("tokens", "cost"),
     ),
-    GraderSpec("latency", LatencyConfig, latency, "run duration <= max_ms"),
-    GraderSpec("cost", CostConfig, cost, "run cost <= max_usd", needs=("cost",)),
+    GraderSpec("latency", LatencyConfig, latency, "run duration <= max_ms", watch=watch_latency),
+    GraderSpec("cost", CostConfig, cost, "run cost <= max_usd", needs=("cost",), watch=watch_cost),
     GraderSpec(
-        "token_usage", TokenUsageConfig, token_usage, "total / input / output tokens within bounds", needs=("tokens",)
+        "token_usage",
+        TokenUsageConfig,
+        token_usage,
+        "total / input / output tokens within bounds",
+        needs=("tokens",),
+        watch=watch_token_usage,
     ),
 )

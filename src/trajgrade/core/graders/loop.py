@@ -22,14 +22,16 @@ to the one a period before it. Arguments not captured: not evaluable (nothing to
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
 from trajgrade.core.graders.loop_search import find_loops, flatten
+from trajgrade.core.graders.watch import RunSoFar, Watch
 from trajgrade.core.patterns import compile_pattern, search
-from trajgrade.core.trajectory.model import Trajectory
+from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS"]
 
@@ -57,6 +59,10 @@ def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
             name, "loop", "tool arguments were not captured (enable content capture)", limit=c.max_repeats
         )
     leaves = [flatten(s.tool.arguments if s.tool is not None else None) for s in calls]
+    return _verdict(name, c, calls, leaves)
+
+
+def _verdict(name: str, c: LoopConfig, calls: list[Step], leaves: list[dict[str, Any]]) -> GraderResult:
     loops = find_loops(calls, leaves, c.max_repeats, c.similarity_threshold, c.max_cycle_period)
     if not loops:
         text = f"no action repeated more than {c.max_repeats} times in a row ({len(calls)} tool calls checked)"
@@ -109,6 +115,27 @@ def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
     )
 
 
+def watch_loop(c: LoopConfig, name: str) -> Watch:
+    """Fails on the call that makes a block repeat more than ``max_repeats`` times. Only the last
+    ``(max_repeats + 1) * max_cycle_period`` watched calls are kept: the loop that first goes past the limit fits.
+    Calls whose arguments were not captured are never similar to any other, so they break a repetition."""
+    window: deque[tuple[Step, dict[str, Any]]] = deque(maxlen=(c.max_repeats + 1) * c.max_cycle_period)
+
+    def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
+        tool = step.tool if step is not None else None
+        if step is None or tool is None or (c.tools and not any(search(p, tool.name) for p in c.tools)):
+            return None
+        window.append((step, flatten(tool.arguments) if tool.arguments_captured else {"": _NotCaptured()}))
+        result = _verdict(name, c, [s for s, _ in window], [leaves for _, leaves in window])
+        return result if result.status == "fail" else None
+
+    return check
+
+
+class _NotCaptured:
+    """An argument value equal to no other (a call whose arguments the spans did not capture)."""
+
+
 SPECS = (
     GraderSpec(
         "loop",
@@ -116,5 +143,6 @@ SPECS = (
         loop,
         "no action (tool + argument values) repeated more than max_repeats times",
         needs=("tool_arguments",),
+        watch=watch_loop,
     ),
 )

@@ -31,12 +31,14 @@ repetitions found without them already decide the verdict it stands, else the ru
 from __future__ import annotations
 
 import operator
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
+from trajgrade.core.graders.watch import RunSoFar, Watch
 from trajgrade.core.patterns import compile_pattern, search
 from trajgrade.core.trajectory.model import Step, Trajectory
 
@@ -135,15 +137,22 @@ def longest_repetition(
     return best
 
 
-def _repetition(t: Trajectory, c: MaxRepeatConfig | LoopOutcomeConfig) -> tuple[int, int, list[Step], int]:
+def _watched(step: Step, c: MaxRepeatConfig | LoopOutcomeConfig) -> bool:
+    return step.tool is not None and (not c.tools or any(search(p, step.tool.name) for p in c.tools))
+
+
+def _repetition(
+    calls: Sequence[Step], keys: Sequence[object], c: MaxRepeatConfig | LoopOutcomeConfig
+) -> tuple[int, int, list[Step], int]:
     """(occurrences, period, the repeated calls, calls whose key is unknown) over the watched calls."""
-    calls = [s for s in t.tool_steps if s.tool is not None]
-    if c.tools:
-        calls = [s for s in calls if s.tool is not None and any(search(p, s.tool.name) for p in c.tools)]
-    keys = [_key(s, c.match) for s in calls]
     unknown = sum(isinstance(k, _Unknown) for k in keys)
     occurrences, start, period = longest_repetition(keys, c.max_cycle_period, _same)
-    return occurrences, period, calls[start : start + occurrences * period], unknown
+    return occurrences, period, list(calls[start : start + occurrences * period]), unknown
+
+
+def _of_run(t: Trajectory, c: MaxRepeatConfig | LoopOutcomeConfig) -> tuple[int, int, list[Step], int]:
+    calls = [s for s in t.tool_steps if _watched(s, c)]
+    return _repetition(calls, [_key(s, c.match) for s in calls], c)
 
 
 def _describe(occurrences: int, period: int, steps: list[Step]) -> str:
@@ -160,7 +169,12 @@ def _missing(match: Match, unknown: int) -> str:
 
 
 def max_repeat(t: Trajectory, c: MaxRepeatConfig, name: str) -> GraderResult:
-    occurrences, period, steps, unknown = _repetition(t, c)
+    return _max_repeat(name, c, *_of_run(t, c))
+
+
+def _max_repeat(
+    name: str, c: MaxRepeatConfig, occurrences: int, period: int, steps: list[Step], unknown: int
+) -> GraderResult:
     ok = occurrences <= c.max
     text = f"{_describe(occurrences, period, steps)} (match: {c.match}, max {c.max})"
     if ok and unknown:
@@ -179,7 +193,12 @@ def max_repeat(t: Trajectory, c: MaxRepeatConfig, name: str) -> GraderResult:
 
 
 def loop_outcome(t: Trajectory, c: LoopOutcomeConfig, name: str) -> GraderResult:
-    occurrences, period, steps, unknown = _repetition(t, c)
+    return _loop_outcome(name, c, *_of_run(t, c))
+
+
+def _loop_outcome(
+    name: str, c: LoopOutcomeConfig, occurrences: int, period: int, steps: list[Step], unknown: int
+) -> GraderResult:
     retries = max(0, occurrences - 1)
     limit = c.max_acceptable_retries
     looped = retries > limit
@@ -211,6 +230,35 @@ def loop_outcome(t: Trajectory, c: LoopOutcomeConfig, name: str) -> GraderResult
     )
 
 
+# --- in flight: the last calls that could still be part of a repetition past the limit ----------------------------
+def _watch_repetition(
+    c: MaxRepeatConfig | LoopOutcomeConfig, most: int, verdict: Callable[[int, int, list[Step], int], GraderResult]
+) -> Watch:
+    """Fails on the call that makes a repetition occur more than ``most`` times in a row. Only the last
+    ``(most + 1) * max_cycle_period`` watched calls are kept: the repetition that first goes past ``most`` fits."""
+    window: deque[tuple[Step, object]] = deque(maxlen=(most + 1) * c.max_cycle_period)
+
+    def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
+        if step is None or not _watched(step, c):
+            return None
+        window.append((step, _key(step, c.match)))
+        calls = [s for s, _ in window]
+        occurrences, period, steps, unknown = _repetition(calls, [k for _, k in window], c)
+        return verdict(occurrences, period, steps, unknown) if occurrences > most else None
+
+    return check
+
+
+def watch_max_repeat(c: MaxRepeatConfig, name: str) -> Watch:
+    return _watch_repetition(c, c.max, lambda *found: _max_repeat(name, c, *found))
+
+
+def watch_loop_outcome(c: LoopOutcomeConfig, name: str) -> Watch | None:
+    if c.should_loop:
+        return None  # a loop that is expected can still come
+    return _watch_repetition(c, c.max_acceptable_retries + 1, lambda *found: _loop_outcome(name, c, *found))
+
+
 SPECS = (
     GraderSpec(
         "max-repeat",
@@ -218,6 +266,7 @@ SPECS = (
         max_repeat,
         "no action (observation, name or name + args) repeated more than max times in a row",
         needs=("tool_results", "tool_arguments"),
+        watch=watch_max_repeat,
     ),
     GraderSpec(
         "loop-outcome",
@@ -225,5 +274,6 @@ SPECS = (
         loop_outcome,
         "retries of the same call within max_acceptable_retries (or beyond it, with should_loop: true)",
         needs=("tool_arguments", "tool_results"),
+        watch=watch_loop_outcome,
     ),
 )

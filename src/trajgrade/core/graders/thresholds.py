@@ -27,8 +27,9 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator, model_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, linear_score, not_evaluable
+from trajgrade.core.graders.watch import RunSoFar, Watch
 from trajgrade.core.patterns import compile_pattern, search
-from trajgrade.core.trajectory.model import Trajectory
+from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS", "parse_duration"]
 
@@ -208,11 +209,110 @@ def step_count(t: Trajectory, c: StepCountConfig, name: str) -> GraderResult:
     return _threshold(name, "step-count", n, c.max, " steps", evidence_spans=tuple(s.span_id for s in t.steps[c.max :]))
 
 
+# --- in flight: each check fails on the span that takes its number past the max ------------------------------
+def _evidence(step: Step | None) -> tuple[str, ...]:
+    return (step.span_id,) if step is not None else ()
+
+
+def watch_token_budget(c: MaxConfig, name: str) -> Watch:
+    def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
+        if not (run.usage_known and run.total_tokens > c.max):
+            return None
+        return _threshold(name, "token-budget", run.total_tokens, c.max, " tokens", evidence_spans=_evidence(step))
+
+    return check
+
+
+def watch_tool_call_count(c: ToolCallCountConfig, name: str) -> Watch:
+    calls = 0
+
+    def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
+        nonlocal calls
+        if step is None or step.tool is None:
+            return None
+        if c.tools and not any(search(p, step.tool.name) for p in c.tools):
+            return None
+        calls += 1
+        if calls <= c.max:
+            return None
+        return _threshold(name, "tool-call-count", calls, c.max, " tool calls", evidence_spans=(step.span_id,))
+
+    return check
+
+
+def watch_turn_count(c: MaxConfig, name: str) -> Watch:
+    def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
+        if run.llm_calls <= c.max:
+            return None
+        return _threshold(name, "turn-count", run.llm_calls, c.max, " turns", evidence_spans=_evidence(step))
+
+    return check
+
+
+def watch_error_count(c: MaxConfig, name: str) -> Watch:
+    def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
+        if run.errors <= c.max:
+            return None
+        return _threshold(name, "error-count", run.errors, c.max, " errors", evidence_spans=_evidence(step))
+
+    return check
+
+
+def watch_wall_time(c: WallTimeConfig, name: str) -> Watch:
+    limit = parse_duration(c.max)
+
+    def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
+        seconds = round(run.duration_ms / 1000, 3)
+        if seconds <= limit:
+            return None
+        return _threshold(name, "wall-time", seconds, limit, "s", shown_limit=c.max, evidence_spans=_evidence(step))
+
+    return check
+
+
+def watch_step_count(c: StepCountConfig, name: str) -> Watch | None:
+    if c.max is None:
+        return None  # a min can still be met: nothing to check before the end
+    limit = c.max
+
+    def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
+        if run.steps <= limit:
+            return None
+        return _threshold(name, "step-count", run.steps, limit, " steps", evidence_spans=_evidence(step))
+
+    return check
+
+
 SPECS = (
-    GraderSpec("token-budget", MaxConfig, token_budget, "total tokens (input + output) <= max", needs=("tokens",)),
-    GraderSpec("tool-call-count", ToolCallCountConfig, tool_call_count, "tool calls (optionally of `tools`) <= max"),
-    GraderSpec("turn-count", MaxConfig, turn_count, "agent turns (model calls) <= max"),
-    GraderSpec("error-count", MaxConfig, error_count, "spans with status ERROR <= max"),
-    GraderSpec("wall-time", WallTimeConfig, wall_time, "root span duration <= max ('30s', '2m', '1h')"),
-    GraderSpec("step-count", StepCountConfig, step_count, "steps (LLM calls + tool calls) within min/max"),
+    GraderSpec(
+        "token-budget",
+        MaxConfig,
+        token_budget,
+        "total tokens (input + output) <= max",
+        needs=("tokens",),
+        watch=watch_token_budget,
+    ),
+    GraderSpec(
+        "tool-call-count",
+        ToolCallCountConfig,
+        tool_call_count,
+        "tool calls (optionally of `tools`) <= max",
+        watch=watch_tool_call_count,
+    ),
+    GraderSpec("turn-count", MaxConfig, turn_count, "agent turns (model calls) <= max", watch=watch_turn_count),
+    GraderSpec("error-count", MaxConfig, error_count, "spans with status ERROR <= max", watch=watch_error_count),
+    GraderSpec(
+        "wall-time",
+        WallTimeConfig,
+        wall_time,
+        "root span duration <= max ('30s', '2m', '1h')",
+        watch=watch_wall_time,
+    ),
+    GraderSpec(
+        "step-count",
+        StepCountConfig,
+        step_count,
+        "steps (LLM calls + tool calls) within min/max",
+        watch=watch_step_count,
+    ),
 )

@@ -45,6 +45,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, Taxonomy, not_evaluable
+from trajgrade.core.graders.watch import RunSoFar, Watch
 from trajgrade.core.patterns import compile_pattern, search
 from trajgrade.core.trajectory.model import Step, Trajectory
 
@@ -350,6 +351,37 @@ def tool_calls(t: Trajectory, c: ToolCallsConfig, name: str) -> GraderResult:
     )
 
 
+def watch_tool_calls(c: ToolCallsConfig, name: str) -> Watch | None:
+    """Fails on the first call a ``disallowed`` matcher matches (required and sequence matchers can still be met
+    later). A matcher that meets a configuration problem stops watching: the final grading reports it."""
+    if not c.disallowed:
+        return None
+    matchers = list(c.disallowed)
+
+    def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
+        if step is None or step.tool is None:
+            return None
+        for m in list(matchers):
+            try:
+                matched = _match(m, step)
+            except _ConfigProblem:
+                matchers.remove(m)
+                continue
+            if matched is True:
+                evidence = Evidence(f"disallowed {m.label()}: called", (step.span_id,))
+                return GraderResult(
+                    name=name,
+                    type="tool-calls",
+                    status="fail",
+                    score=0.0,
+                    explanation=f"{evidence.description} ({step.tool.name}, span {step.span_id})",
+                    evidence=(evidence,),
+                )
+        return None
+
+    return check
+
+
 SPECS = (
     GraderSpec(
         "tool-calls",
@@ -358,5 +390,6 @@ SPECS = (
         "required / disallowed / ordered tool calls, with argument and result regexes",
         taxonomy=Taxonomy(cost="low"),
         needs=("tool_arguments", "tool_results"),
+        watch=watch_tool_calls,
     ),
 )

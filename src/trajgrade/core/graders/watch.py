@@ -1,0 +1,77 @@
+"""In-flight checks: what a grader whose verdict can only get worse as a run goes on reads while the run is open.
+
+A grader type that can be checked in flight gives its :class:`~trajgrade.core.graders.base.GraderSpec` a
+``watch``: ``watch(config, name)`` makes one check for one open run, a callable ``(so_far, step)`` called after
+each span of the run ends, in the order they end. ``so_far`` holds the run's counts so far; ``step`` is the
+LLM or tool call that span made (None for any other span). The check returns the grader's failing result on
+the first span that breaks its limit, in the grader's own words, else None. A check keeps a bounded state
+(counters, a window of the last calls): its cost and memory do not grow with the run.
+
+The final grading at the root's end agrees: what breaks a limit in flight breaks it in the whole run too (the
+counts in flight are never more than the trajectory's: spans of double instrumentation count once, and a
+call the trajectory only infers, such as a delegation with no tool span, is not counted until then).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from trajgrade.core.graders.base import GraderResult
+from trajgrade.core.trajectory.model import Step
+
+__all__ = ["RunSoFar", "Watch", "WatchFactory"]
+
+
+class RunSoFar:
+    """The counts of an open run's spans that have ended (a plain slotted class: updated on every span)."""
+
+    __slots__ = (
+        "cost_unknown",
+        "cost_usd",
+        "end_unix_nano",
+        "errors",
+        "failed_llm_calls_without_usage",
+        "input_tokens",
+        "llm_calls",
+        "llm_calls_without_usage",
+        "output_tokens",
+        "reasoning_tokens",
+        "start_unix_nano",
+        "tool_calls",
+        "usage_known",
+    )
+
+    def __init__(self) -> None:
+        self.llm_calls = 0
+        self.tool_calls = 0
+        self.errors = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.reasoning_tokens = 0
+        #: Some LLM call reported usage (without it, the token counts are unknown, not zero).
+        self.usage_known = False
+        self.llm_calls_without_usage = 0
+        self.failed_llm_calls_without_usage = 0
+        self.cost_usd = 0.0
+        #: LLM calls whose cost is not known (no price, no usage).
+        self.cost_unknown = 0
+        self.start_unix_nano = 0
+        self.end_unix_nano = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    @property
+    def steps(self) -> int:
+        return self.llm_calls + self.tool_calls
+
+    @property
+    def duration_ms(self) -> float:
+        """From the earliest start to the latest end seen: at most the root span's duration."""
+        return max(0, self.end_unix_nano - self.start_unix_nano) / 1e6
+
+
+Watch = Callable[[RunSoFar, Step | None], GraderResult | None]
+WatchFactory = Callable[[Any, str], Watch]

@@ -1,0 +1,222 @@
+"""In-flight checks: a run's budgets, loops and forbidden tools, checked as each of its spans ends.
+
+The graders that can be checked before a run ends (their spec has a ``watch``, see ``graders/watch.py``) are
+followed span by span: each open run has a :class:`RunTracker` that counts its LLM and tool calls, tokens, cost,
+errors and time once per span, and hands each new call to the graders' checks. The first time a grader's limit
+breaks, the tracker returns a :class:`Breach`; the door emits it at once (an in-flight
+``gen_ai.evaluation.result`` event, the breach counter, the application's callback) and, for a grader marked
+``enforce: true``, stops the run. A tracker's memory does not grow with the run: counters, each check's bounded
+window, and the spans that ended and whose parent has not (to count double instrumentation once).
+
+The graders of the config's first suite are checked when it selects every run (no ``match``): which suite
+grades a run is known only from its root, which ends last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from trajgrade.core import semconv as sc
+from trajgrade.core.config import Config
+from trajgrade.core.graders.base import GraderResult
+from trajgrade.core.graders.watch import RunSoFar, Watch
+from trajgrade.core.trajectory.content import tool_call
+from trajgrade.core.trajectory.cost import Price, call_cost
+from trajgrade.core.trajectory.model import Step
+from trajgrade.core.trajectory.normalize import SpanRecord
+from trajgrade.exceptions import BudgetExceeded
+
+__all__ = ["Breach", "InFlightChecks", "RunTracker"]
+
+
+@dataclass(frozen=True, slots=True)
+class Breach:
+    """A grader's limit broken while its run is still open: its failing result, in the grader's words."""
+
+    trace_id: str
+    agent: str | None
+    result: GraderResult
+    #: Whether the run is to be stopped (the grader is marked ``enforce: true``, or the door enforces every one).
+    enforce: bool
+    service_name: str | None = None
+
+    @property
+    def span_id(self) -> str | None:
+        """The span that broke the limit (the call past it, the repeated or forbidden call), when there is one."""
+        return next((sid for e in self.result.evidence for sid in e.span_ids), None)
+
+    def exception(self) -> BudgetExceeded:
+        """What the run that broke an enforced limit gets when it starts its next model or tool call."""
+        r = self.result
+        return BudgetExceeded(r.name, r.type, r.value, r.limit, r.explanation, self.trace_id, self.span_id)
+
+
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    name: str
+    factory: Any
+    options: Any
+    enforce: bool
+
+
+class InFlightChecks:
+    """The in-flight checks of a config; ``enforce`` stops the run on any breach (else only the graders marked
+    ``enforce: true`` do)."""
+
+    def __init__(self, config: Config, *, enforce: bool = False) -> None:
+        suite = config.suites[0] if config.suites and config.suites[0].match is None else None
+        graders = suite.graders if suite is not None else ()
+        self._checked = tuple(
+            _Checked(g.name, g.spec.watch, g.options, enforce or g.enforce) for g in graders if g.spec.watch is not None
+        )
+        self._prices: Mapping[str, Price] = config.prices
+        self.enforcing = any(c.enforce for c in self._checked)
+
+    def __bool__(self) -> bool:
+        return bool(self._checked)
+
+    def start(self) -> RunTracker:
+        """A tracker for a newly seen run."""
+        watches = []
+        for c in self._checked:
+            watch = c.factory(c.options, c.name)
+            if watch is not None:
+                watches.append((watch, c.enforce))
+        return RunTracker(watches, self._prices)
+
+
+#: What an ended span tells its parent: (LLM call below: did it report usage, did it fail) and (tool call below:
+#: its name and call id), for the spans of double instrumentation to count once when their outer span ends.
+_Below = tuple[tuple[bool, bool] | None, tuple[str | None, str | None] | None]
+
+
+class RunTracker:
+    """One open run's counts and checks; fed each of its span records once, as they end (not thread-safe: one
+    feeder at a time)."""
+
+    __slots__ = ("_below", "_breached", "_prices", "_watches", "agent", "run")
+
+    def __init__(self, watches: list[tuple[Watch, bool]], prices: Mapping[str, Price]) -> None:
+        self._watches = watches
+        self._prices = prices
+        self._breached = [False] * len(watches)
+        self._below: dict[str, _Below] = {}
+        self.run = RunSoFar()
+        self.agent: str | None = None
+
+    def add(self, r: SpanRecord) -> list[Breach]:
+        """Count one ended span; the breaches it causes (each grader's first only)."""
+        run = self.run
+        if not run.start_unix_nano or r.start_unix_nano < run.start_unix_nano:
+            run.start_unix_nano = r.start_unix_nano
+        run.end_unix_nano = max(run.end_unix_nano, r.end_unix_nano)
+        if self.agent is None and r.agent_name and r.kind == sc.AGENT:
+            self.agent = r.agent_name
+        below = self._below.pop(r.span_id, None)
+        step: Step | None = None
+        if r.kind == sc.LLM:
+            inner = below[0] if below is not None else None
+            step = self._llm_call(r, inner)
+            usage, error = r.usage is not None, r.error
+            if inner is not None:
+                usage, error = usage or inner[0], error or inner[1]
+            below = ((usage, error), below[1] if below is not None else None)
+        elif r.kind == sc.TOOL:
+            step = self._tool_call(r, below[1] if below is not None else None)
+            below = (below[0] if below is not None else None, (r.tool_name or r.name, r.tool_call_id))
+        elif r.kind == sc.AGENT:
+            below = None  # an agent's calls are its own: nothing below it folds into a span above
+            if r.error:
+                run.errors += 1
+        if below is not None and r.parent_span_id is not None:
+            self._tell_parent(r.parent_span_id, below)
+        breaches: list[Breach] = []
+        for i, (watch, enforce) in enumerate(self._watches):
+            if self._breached[i]:
+                continue
+            result = watch(run, step)
+            if result is not None:
+                self._breached[i] = True
+                breaches.append(Breach(r.trace_id, self.agent, result, enforce, r.service_name))
+        return breaches
+
+    def _tell_parent(self, parent: str, below: _Below) -> None:
+        known = self._below.get(parent)
+        if known is not None:  # keep what an earlier child said
+            below = (known[0] or below[0], known[1] or below[1])
+        self._below[parent] = below
+
+    def _llm_call(self, r: SpanRecord, inner: tuple[bool, bool] | None) -> Step | None:
+        """Count an LLM call; None when it wraps one already counted (double instrumentation), whose missing
+        usage or status it completes, as the trajectory does."""
+        run = self.run
+        if inner is not None:
+            inner_usage, inner_error = inner
+            if r.error and not inner_error:
+                run.errors += 1
+            if not inner_usage and r.usage is not None:
+                if inner_error:
+                    run.failed_llm_calls_without_usage -= 1
+                else:
+                    run.llm_calls_without_usage -= 1
+                    run.cost_unknown -= 1
+                self._count_usage(r)
+            return None
+        run.llm_calls += 1
+        if r.error:
+            run.errors += 1
+        if r.usage is not None:
+            self._count_usage(r)
+        elif r.error:
+            run.failed_llm_calls_without_usage += 1  # counts zero tokens and costs nothing, as in the trajectory
+        else:
+            run.llm_calls_without_usage += 1
+            run.cost_unknown += 1
+        return self._step(r, "llm_call")
+
+    def _count_usage(self, r: SpanRecord) -> None:
+        run, usage = self.run, r.usage
+        assert usage is not None
+        run.usage_known = True
+        run.input_tokens += usage.input_tokens or 0
+        run.output_tokens += usage.output_tokens or 0
+        run.reasoning_tokens += usage.reasoning_tokens or 0
+        cost = r.cost_usd if r.cost_usd is not None else call_cost(r.model, r.provider, usage, self._prices)
+        if cost is None:
+            run.cost_unknown += 1
+        else:
+            run.cost_usd += cost
+
+    def _tool_call(self, r: SpanRecord, inner: tuple[str | None, str | None] | None) -> Step | None:
+        """Count a tool call; None when it wraps the same call (same name or call id), counted already."""
+        name = r.tool_name or r.name
+        if inner is not None and (inner[0] == name or (r.tool_call_id is not None and inner[1] == r.tool_call_id)):
+            return None
+        self.run.tool_calls += 1
+        if r.error:
+            self.run.errors += 1
+        return self._step(r, "tool_call")
+
+    def _step(self, r: SpanRecord, kind: Any) -> Step:
+        run = self.run
+        return Step(
+            index=run.steps - 1,
+            kind=kind,
+            span_id=r.span_id,
+            parent_span_id=r.parent_span_id,
+            name=r.name,
+            agent=r.agent_name or self.agent,
+            turn=max(run.llm_calls - 1, 0),
+            start_unix_nano=r.start_unix_nano,
+            end_unix_nano=r.end_unix_nano,
+            status="error" if r.error else "ok",
+            error_type=r.error_type,
+            error_message=r.error_message,
+            model=r.model,
+            provider=r.provider,
+            usage=r.usage,
+            cost_usd=r.cost_usd,
+            tool=tool_call(r, None) if kind == "tool_call" else None,
+        )
