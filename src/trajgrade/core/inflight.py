@@ -14,6 +14,7 @@ grades a run is known only from its root, which ends last.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,13 +23,15 @@ from trajgrade.core import semconv as sc
 from trajgrade.core.config import Config
 from trajgrade.core.graders.base import GraderResult
 from trajgrade.core.graders.watch import RunSoFar, Watch
-from trajgrade.core.trajectory.content import tool_call
+from trajgrade.core.trajectory.content import Request, requested, tool_call
 from trajgrade.core.trajectory.cost import Price, call_cost
 from trajgrade.core.trajectory.model import Step
 from trajgrade.core.trajectory.normalize import SpanRecord
 from trajgrade.exceptions import BudgetExceeded
 
 __all__ = ["Breach", "InFlightChecks", "RunTracker"]
+
+_REQUESTS_KEPT = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,13 +99,16 @@ class RunTracker:
     """One open run's counts and checks; fed each of its span records once, as they end (not thread-safe: one
     feeder at a time)."""
 
-    __slots__ = ("_below", "_breached", "_prices", "_watches", "agent", "run")
+    __slots__ = ("_below", "_breached", "_prices", "_requests", "_watches", "agent", "run")
 
     def __init__(self, watches: list[tuple[Watch, bool]], prices: Mapping[str, Price]) -> None:
         self._watches = watches
         self._prices = prices
         self._breached = [False] * len(watches)
         self._below: dict[str, _Below] = {}
+        #: The tool calls the latest model calls asked for and no tool span took yet (a tool span without
+        #: arguments takes the requested ones, as in the trajectory).
+        self._requests: deque[Request] = deque(maxlen=_REQUESTS_KEPT)
         self.run = RunSoFar()
         self.agent: str | None = None
 
@@ -112,6 +118,7 @@ class RunTracker:
         if not run.start_unix_nano or r.start_unix_nano < run.start_unix_nano:
             run.start_unix_nano = r.start_unix_nano
         run.end_unix_nano = max(run.end_unix_nano, r.end_unix_nano)
+        run.last_span_id = r.span_id
         if self.agent is None and r.agent_name and r.kind == sc.AGENT:
             self.agent = r.agent_name
         below = self._below.pop(r.span_id, None)
@@ -165,6 +172,7 @@ class RunTracker:
                 self._count_usage(r)
             return None
         run.llm_calls += 1
+        self._requests.extend(requested(r))
         if r.error:
             run.errors += 1
         if r.usage is not None:
@@ -218,5 +226,15 @@ class RunTracker:
             provider=r.provider,
             usage=r.usage,
             cost_usd=r.cost_usd,
-            tool=tool_call(r, None) if kind == "tool_call" else None,
+            tool=tool_call(r, self._take_request(r)) if kind == "tool_call" else None,
         )
+
+    def _take_request(self, r: SpanRecord) -> Request | None:
+        """The model's request for this tool call: by call id, else the first of the same name."""
+        for i, request in enumerate(self._requests):
+            if (r.tool_call_id is not None and request[0] == r.tool_call_id) or (
+                r.tool_call_id is None and r.tool_name is not None and request[1] == r.tool_name
+            ):
+                del self._requests[i]
+                return request
+        return None

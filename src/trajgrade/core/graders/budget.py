@@ -193,7 +193,7 @@ def watch_budget(c: BudgetConfig, name: str) -> Watch:
                 used.append((key, what, calls, limit))
         if duration_limit is not None:
             used.append(("max_duration_ms", "ms", round(run.duration_ms, 3), duration_limit))
-        span_ids = (step.span_id,) if step else ()
+        span_ids = (run.last_span_id,)
         over = [(key, _check(what, n, limit, span_ids)) for key, what, n, limit in used if n > limit]
         if not over:
             return None

@@ -235,7 +235,7 @@ def watch_latency(c: LatencyConfig, name: str) -> Watch:
         ms = round(run.duration_ms, 1)
         if ms <= c.max_ms:
             return None
-        span_ids = (step.span_id,) if step else ()
+        span_ids = (run.last_span_id,)
         return _single(name, "latency", [_max_check("Duration", ms, c.max_ms, unit="ms")], ms, c.max_ms, span_ids)
 
     return check

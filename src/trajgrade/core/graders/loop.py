@@ -22,14 +22,13 @@ to the one a period before it. Arguments not captured: not evaluable (nothing to
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
-from trajgrade.core.graders.loop_search import find_loops, flatten
-from trajgrade.core.graders.watch import RunSoFar, Watch
+from trajgrade.core.graders.loop_search import find_loops, flatten, result_key, similarity
+from trajgrade.core.graders.watch import Repetitions, RunSoFar, Watch
 from trajgrade.core.patterns import compile_pattern, search
 from trajgrade.core.trajectory.model import Step, Trajectory
 
@@ -59,10 +58,6 @@ def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
             name, "loop", "tool arguments were not captured (enable content capture)", limit=c.max_repeats
         )
     leaves = [flatten(s.tool.arguments if s.tool is not None else None) for s in calls]
-    return _verdict(name, c, calls, leaves)
-
-
-def _verdict(name: str, c: LoopConfig, calls: list[Step], leaves: list[dict[str, Any]]) -> GraderResult:
     loops = find_loops(calls, leaves, c.max_repeats, c.similarity_threshold, c.max_cycle_period)
     if not loops:
         text = f"no action repeated more than {c.max_repeats} times in a row ({len(calls)} tool calls checked)"
@@ -115,25 +110,46 @@ def _verdict(name: str, c: LoopConfig, calls: list[Step], leaves: list[dict[str,
     )
 
 
+#: A call as the loop grader compares it: tool name, argument leaves (None: not captured), digest of its result.
+_Call = tuple[str, dict[str, Any] | None, bytes | None]
+
+
 def watch_loop(c: LoopConfig, name: str) -> Watch:
-    """Fails on the call that makes a block repeat more than ``max_repeats`` times. Only the last
-    ``(max_repeats + 1) * max_cycle_period`` watched calls are kept: the loop that first goes past the limit fits.
-    Calls whose arguments were not captured are never similar to any other, so they break a repetition."""
-    window: deque[tuple[Step, dict[str, Any]]] = deque(maxlen=(c.max_repeats + 1) * c.max_cycle_period)
+    """Fails on the call that makes a block repeat more than ``max_repeats`` times, each call similar to the one a
+    period before and its result not changed. A call whose arguments were not captured is similar to none."""
+
+    def similar(
+        a: tuple[str, dict[str, Any] | None, bytes | None], b: tuple[str, dict[str, Any] | None, bytes | None]
+    ) -> bool:
+        if a[0] != b[0] or a[1] is None or b[1] is None or similarity(a[1], b[1]) < c.similarity_threshold:
+            return False
+        return a[2] is None or b[2] is None or a[2] == b[2]  # a changed result is progress
+
+    repetitions = Repetitions(c.max_cycle_period, similar)
 
     def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
         tool = step.tool if step is not None else None
         if step is None or tool is None or (c.tools and not any(search(p, tool.name) for p in c.tools)):
             return None
-        window.append((step, flatten(tool.arguments) if tool.arguments_captured else {"": _NotCaptured()}))
-        result = _verdict(name, c, [s for s, _ in window], [leaves for _, leaves in window])
-        return result if result.status == "fail" else None
+        leaves = flatten(tool.arguments) if tool.arguments_captured else None
+        repeats, period = repetitions.add((tool.name, leaves, result_key(step)), step)
+        if repeats <= c.max_repeats:
+            return None
+        block = repetitions.last(repeats * period)
+        names = " -> ".join(s.tool.name for s in block[:period] if s.tool is not None)
+        text = f"{names} repeated {repeats} times in a row (period {period}, max {c.max_repeats})"
+        return GraderResult(
+            name=name,
+            type="loop",
+            status="fail",
+            score=c.max_repeats / repeats,
+            explanation=f"loop detected: {text}",
+            value=repeats,
+            limit=c.max_repeats,
+            evidence=(Evidence(text, tuple(s.span_id for s in block)),),
+        )
 
     return check
-
-
-class _NotCaptured:
-    """An argument value equal to no other (a call whose arguments the spans did not capture)."""
 
 
 SPECS = (

@@ -14,7 +14,7 @@ from typing import Any
 
 from trajgrade.core.trajectory.model import Step
 
-__all__ = ["find_loops", "flatten", "similarity"]
+__all__ = ["find_loops", "flatten", "result_key", "similarity"]
 
 _MAX_LEAVES = 256
 
@@ -72,7 +72,7 @@ def similarity(a: dict[str, Any], b: dict[str, Any]) -> float:
     return equal / (len(a) + len(b) - shared)
 
 
-def _result_key(step: Step) -> bytes | None:
+def result_key(step: Step) -> bytes | None:
     """A digest of the whole result (keys sorted), so that results differing anywhere count as progress."""
     if step.tool is None or not step.tool.result_captured:
         return None
@@ -93,7 +93,7 @@ def find_loops(
 
     def result(k: int) -> bytes | None:
         if results[k] is False:
-            results[k] = _result_key(calls[k])
+            results[k] = result_key(calls[k])
         return results[k]  # type: ignore[return-value]
 
     for period in range(1, max_period + 1):

@@ -31,14 +31,13 @@ repetitions found without them already decide the verdict it stands, else the ru
 from __future__ import annotations
 
 import operator
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
-from trajgrade.core.graders.watch import RunSoFar, Watch
+from trajgrade.core.graders.watch import Repetitions, RunSoFar, Watch
 from trajgrade.core.patterns import compile_pattern, search
 from trajgrade.core.trajectory.model import Step, Trajectory
 
@@ -230,21 +229,20 @@ def _loop_outcome(
     )
 
 
-# --- in flight: the last calls that could still be part of a repetition past the limit ----------------------------
+# --- in flight: repetitions followed call by call ------------------------------------------------------------------
 def _watch_repetition(
     c: MaxRepeatConfig | LoopOutcomeConfig, most: int, verdict: Callable[[int, int, list[Step], int], GraderResult]
 ) -> Watch:
-    """Fails on the call that makes a repetition occur more than ``most`` times in a row. Only the last
-    ``(most + 1) * max_cycle_period`` watched calls are kept: the repetition that first goes past ``most`` fits."""
-    window: deque[tuple[Step, object]] = deque(maxlen=(most + 1) * c.max_cycle_period)
+    """Fails on the call that makes a block occur more than ``most`` times in a row."""
+    repetitions = Repetitions(c.max_cycle_period, _same)
 
     def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
         if step is None or not _watched(step, c):
             return None
-        window.append((step, _key(step, c.match)))
-        calls = [s for s, _ in window]
-        occurrences, period, steps, unknown = _repetition(calls, [k for _, k in window], c)
-        return verdict(occurrences, period, steps, unknown) if occurrences > most else None
+        occurrences, period = repetitions.add(_key(step, c.match), step)
+        if occurrences <= most:
+            return None
+        return verdict(occurrences, period, repetitions.last(occurrences * period), 0)
 
     return check
 

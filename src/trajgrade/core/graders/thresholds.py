@@ -210,15 +210,15 @@ def step_count(t: Trajectory, c: StepCountConfig, name: str) -> GraderResult:
 
 
 # --- in flight: each check fails on the span that takes its number past the max ------------------------------
-def _evidence(step: Step | None) -> tuple[str, ...]:
-    return (step.span_id,) if step is not None else ()
+def _evidence(run: RunSoFar) -> tuple[str, ...]:
+    return (run.last_span_id,)
 
 
 def watch_token_budget(c: MaxConfig, name: str) -> Watch:
     def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
         if not (run.usage_known and run.total_tokens > c.max):
             return None
-        return _threshold(name, "token-budget", run.total_tokens, c.max, " tokens", evidence_spans=_evidence(step))
+        return _threshold(name, "token-budget", run.total_tokens, c.max, " tokens", evidence_spans=_evidence(run))
 
     return check
 
@@ -244,7 +244,7 @@ def watch_turn_count(c: MaxConfig, name: str) -> Watch:
     def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
         if run.llm_calls <= c.max:
             return None
-        return _threshold(name, "turn-count", run.llm_calls, c.max, " turns", evidence_spans=_evidence(step))
+        return _threshold(name, "turn-count", run.llm_calls, c.max, " turns", evidence_spans=_evidence(run))
 
     return check
 
@@ -253,7 +253,7 @@ def watch_error_count(c: MaxConfig, name: str) -> Watch:
     def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
         if run.errors <= c.max:
             return None
-        return _threshold(name, "error-count", run.errors, c.max, " errors", evidence_spans=_evidence(step))
+        return _threshold(name, "error-count", run.errors, c.max, " errors", evidence_spans=_evidence(run))
 
     return check
 
@@ -265,7 +265,7 @@ def watch_wall_time(c: WallTimeConfig, name: str) -> Watch:
         seconds = round(run.duration_ms / 1000, 3)
         if seconds <= limit:
             return None
-        return _threshold(name, "wall-time", seconds, limit, "s", shown_limit=c.max, evidence_spans=_evidence(step))
+        return _threshold(name, "wall-time", seconds, limit, "s", shown_limit=c.max, evidence_spans=_evidence(run))
 
     return check
 
@@ -278,7 +278,7 @@ def watch_step_count(c: StepCountConfig, name: str) -> Watch | None:
     def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
         if run.steps <= limit:
             return None
-        return _threshold(name, "step-count", run.steps, limit, " steps", evidence_spans=_evidence(step))
+        return _threshold(name, "step-count", run.steps, limit, " steps", evidence_spans=_evidence(run))
 
     return check
 

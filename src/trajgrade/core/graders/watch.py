@@ -14,13 +14,14 @@ call the trajectory only infers, such as a delegation with no tool span, is not 
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from trajgrade.core.graders.base import GraderResult
 from trajgrade.core.trajectory.model import Step
 
-__all__ = ["RunSoFar", "Watch", "WatchFactory"]
+__all__ = ["Repetitions", "RunSoFar", "Watch", "WatchFactory"]
 
 
 class RunSoFar:
@@ -33,6 +34,7 @@ class RunSoFar:
         "errors",
         "failed_llm_calls_without_usage",
         "input_tokens",
+        "last_span_id",
         "llm_calls",
         "llm_calls_without_usage",
         "output_tokens",
@@ -58,6 +60,8 @@ class RunSoFar:
         self.cost_unknown = 0
         self.start_unix_nano = 0
         self.end_unix_nano = 0
+        #: The span that ended last: the evidence of a limit it broke.
+        self.last_span_id = ""
 
     @property
     def total_tokens(self) -> int:
@@ -75,3 +79,41 @@ class RunSoFar:
 
 Watch = Callable[[RunSoFar, Step | None], GraderResult | None]
 WatchFactory = Callable[[Any, str], Watch]
+
+
+class Repetitions:
+    """Back-to-back repetitions of a block of 1 to ``max_period`` calls, followed call by call: for each period,
+    how many calls in a row so far are the same as the call a period before. Each call costs ``max_period``
+    comparisons and only the last ``max_period`` calls are kept (with the steps of the last ``keep``, for evidence).
+
+    ``add`` returns the longest repetition ending at the newest call: (occurrences of the block, period), whole
+    blocks counted, a shorter period first on a tie, as ``repeats.longest_repetition`` counts them.
+    """
+
+    __slots__ = ("_matched", "_recent", "_same", "steps")
+
+    def __init__(self, max_period: int, same: Callable[[Any, Any], bool], keep: int = 64) -> None:
+        self._same = same
+        self._recent: deque[Any] = deque(maxlen=max_period)
+        self._matched = [0] * (max_period + 1)
+        #: The last ``keep`` calls' steps (the evidence of a repetition, its latest calls).
+        self.steps: deque[Step] = deque(maxlen=keep)
+
+    def add(self, item: Any, step: Step) -> tuple[int, int]:
+        best = (1, 1)
+        recent, matched = self._recent, self._matched
+        for period in range(1, len(matched)):
+            if len(recent) >= period and self._same(item, recent[-period]):
+                matched[period] += 1
+            else:
+                matched[period] = 0
+            occurrences = (matched[period] + period) // period
+            if occurrences > best[0]:
+                best = (occurrences, period)
+        recent.append(item)
+        self.steps.append(step)
+        return best
+
+    def last(self, n: int) -> list[Step]:
+        """The steps of the last ``n`` calls (fewer when fewer are kept)."""
+        return list(self.steps)[-n:] if n > 0 else []
