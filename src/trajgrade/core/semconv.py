@@ -64,6 +64,13 @@ EVALUATION_NAME: Final = _genai.GEN_AI_EVALUATION_NAME
 EVALUATION_SCORE_VALUE: Final = _genai.GEN_AI_EVALUATION_SCORE_VALUE
 EVALUATION_SCORE_LABEL: Final = _genai.GEN_AI_EVALUATION_SCORE_LABEL
 EVALUATION_EXPLANATION: Final = _genai.GEN_AI_EVALUATION_EXPLANATION
+#: The evaluator's identity, as semantic-conventions-genai PR #359 proposes it (not merged): the grader's name,
+#: trajgrade's version, and how the result is decided, one of the PR's values (``llm_judge``, ``deterministic``,
+#: ``human``), by the grader's ``Taxonomy.score_kind``.
+EVALUATOR_ID: Final = "gen_ai.evaluation.evaluator.id"
+EVALUATOR_VERSION: Final = "gen_ai.evaluation.evaluator.version"
+EVALUATOR_TYPE: Final = "gen_ai.evaluation.evaluator.type"
+EVALUATOR_TYPE_BY_SCORE_KIND: Final = {"code": "deterministic", "model": "llm_judge"}
 
 # --- what kind of step a span is --------------------------------------------------------------------
 #: (attribute key, {value: kind}); the first key present with a known value decides.

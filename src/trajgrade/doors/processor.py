@@ -33,7 +33,7 @@ from opentelemetry.trace import TracerProvider
 from trajgrade.core import semconv as sc
 from trajgrade.core.collector import CollectedRun, RunCollector, is_own
 from trajgrade.core.config import Config
-from trajgrade.core.emit import EvaluationSpans, log_records, with_results
+from trajgrade.core.emit import EvaluationSpans, evaluation_logger, log_records, with_results
 from trajgrade.core.grading import Grading
 from trajgrade.core.internal_errors import internal_errors, report_internal_error
 from trajgrade.core.running import RunReport
@@ -83,7 +83,8 @@ class GradingSpanProcessor(SpanProcessor):
             the result events added. Without it, results go on a child span ``evaluation {agent}`` of the root,
             started in the pipeline of the provider that recorded the run.
         meter_provider: where the metrics go (default: the global one).
-        logger_provider: when given, results are also emitted as log-based ``gen_ai.evaluation.result`` events.
+        logger_provider: where results are also emitted as log-based ``gen_ai.evaluation.result`` events; by
+            default the global one when it is the SDK's; ``False``: no log events.
         tracer_provider: the provider for the evaluation span when the run's own cannot be reached (a root that
             is not an SDK span); default: the global one.
         on_report: called with each run's :class:`~trajgrade.core.running.RunReport`.
@@ -111,7 +112,7 @@ class GradingSpanProcessor(SpanProcessor):
         max_pending: int = 10_000,
     ) -> None:
         self._downstream = downstream
-        self._logger = logger_provider.get_logger(sc.TRAJGRADE_SCOPE) if logger_provider is not None else None
+        self._logger = evaluation_logger(logger_provider)
         self._evaluation_spans = EvaluationSpans(tracer_provider)
         self._collector: RunCollector[SdkParts, _Root] = RunCollector(
             to_record=_record,
