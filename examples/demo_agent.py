@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.capabilities.instrumentation import Instrumentation
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, ModelResponsePart, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.instrumented import InstrumentationSettings
 
@@ -35,12 +35,16 @@ SCENARIOS: dict[str, list[tuple[str, dict[str, Any]]]] = {
 
 
 def scripted(calls: list[tuple[str, dict[str, Any]]]) -> FunctionModel:
+    """Each response has an id, ``resp-<turn>``, as a provider's have (``gen_ai.response.id`` on its span)."""
+
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         turn = sum(1 for m in messages if isinstance(m, ModelResponse))
         if turn < len(calls):
             name, args = calls[turn]
-            return ModelResponse(parts=[ToolCallPart(name, args, tool_call_id=f"call_{turn}")])
-        return ModelResponse(parts=[TextPart("Done: here is what I found.")])
+            parts: list[ModelResponsePart] = [ToolCallPart(name, args, tool_call_id=f"call_{turn}")]
+        else:
+            parts = [TextPart("Done: here is what I found.")]
+        return ModelResponse(parts=parts, provider_response_id=f"resp-{turn}")
 
     return FunctionModel(respond, model_name="gpt-4o-mini")
 

@@ -29,9 +29,11 @@ def llm(
     cost: float | None = None,
     tool_call_ids: tuple[str, ...] = (),
     duration_ms: float = 0.5,
+    response_id: str | None = None,
 ) -> dict[str, Any]:
     return {
         "kind": "llm_call",
+        "response_id": response_id,
         "in": in_,
         "out": out,
         "model": model,
@@ -108,6 +110,7 @@ def run(
                         error_type="APIError" if item["error"] else None,
                         model=item["model"],
                         provider="openai",
+                        response_id=item["response_id"],
                         usage=usage,
                         cost_usd=item["cost"],
                         requested_tool_calls=tuple((i, None, MISSING) for i in item["ids"]),

@@ -1,17 +1,21 @@
 """Grading results as OpenTelemetry data (trajgrade.core.emit): the ``gen_ai.evaluation.result`` attributes per
-the GenAI evaluation conventions, the verdict attributes, span events, a span's copy with the events added, and
-log-based events in the root's context (the real SDK's LoggerProvider, exported in memory)."""
+the GenAI evaluation conventions (the evaluator's identity as semantic-conventions-genai PR #359 proposes it), the
+verdict attributes, span events, a span's copy with the events added, log-based events in the context of the span
+each result evaluates (the real SDK's LoggerProvider, exported in memory), and which logger the doors use."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
+import textwrap
 from datetime import datetime, timezone
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from factories import run, tool
+from factories import ROOT_ID, TRACE_ID, llm, run, tool
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
@@ -30,7 +34,16 @@ from opentelemetry.trace import (
 )
 
 from trajgrade import Evidence, GraderResult, RunReport, grade_run, parse_config
-from trajgrade.core.emit import log_records, report_attributes, result_attributes, result_events, with_results
+from trajgrade.core.emit import (
+    evaluation_logger,
+    log_records,
+    report_attributes,
+    result_attributes,
+    result_events,
+    with_results,
+)
+from trajgrade.core.graders.catalogue import CATALOGUE
+from trajgrade.version import __version__
 
 EVENT = "gen_ai.evaluation.result"
 
@@ -55,6 +68,9 @@ def test_a_passing_result_has_the_conventions_names_and_types() -> None:
         "gen_ai.evaluation.score.value": 1.0,
         "gen_ai.evaluation.score.label": "pass",
         "gen_ai.evaluation.explanation": "ok",
+        "gen_ai.evaluation.evaluator.id": "no-loops",
+        "gen_ai.evaluation.evaluator.version": __version__,
+        "gen_ai.evaluation.evaluator.type": "deterministic",
         "trajgrade.grader.type": "loop",
         "trajgrade.value": 3,
         "trajgrade.limit": 5.5,
@@ -62,6 +78,25 @@ def test_a_passing_result_has_the_conventions_names_and_types() -> None:
     assert type(attrs["gen_ai.evaluation.score.value"]) is float
     assert type(attrs["trajgrade.value"]) is int
     assert "error.type" not in attrs
+
+
+def test_the_evaluator_is_the_grader_at_trajgrades_version_typed_by_how_it_decides() -> None:
+    judge = result(name="helpful", type="llm_judge", status="error", score=0.0, error_type="skipped")
+    attrs = result_attributes(judge)
+    assert attrs["gen_ai.evaluation.evaluator.id"] == "helpful"
+    assert attrs["gen_ai.evaluation.evaluator.version"] == __version__
+    assert attrs["gen_ai.evaluation.evaluator.type"] == "llm_judge"
+    assert attrs["trajgrade.grader.type"] == "llm_judge"
+    assert result_attributes(result(type="tool-call-count"))["gen_ai.evaluation.evaluator.type"] == "deterministic"
+    unknown = result_attributes(result(name="mine", type="not-a-grader-type"))
+    assert "gen_ai.evaluation.evaluator.type" not in unknown  # no guess for a type the catalogue does not hold
+    assert unknown["gen_ai.evaluation.evaluator.id"] == "mine"
+    # every catalogued grader has one of the proposal's values
+    kinds = {
+        spec.type: result_attributes(result(type=spec.type))["gen_ai.evaluation.evaluator.type"] for spec in CATALOGUE
+    }
+    assert set(kinds.values()) == {"deterministic", "llm_judge"}
+    assert [t for t, k in kinds.items() if k == "llm_judge"] == ["llm_judge"]
 
 
 def test_a_failing_result_is_labelled_fail() -> None:
@@ -280,3 +315,117 @@ def test_log_records_of_a_run_without_results_emit_nothing() -> None:
     log_records(report(), root, provider.get_logger("trajgrade"))
     assert exporter.get_finished_logs() == ()
     provider.shutdown()
+
+
+def _logged(trajectory_report: RunReport) -> list[Any]:
+    exporter = InMemoryLogRecordExporter()
+    provider = LoggerProvider()
+    provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
+    root = SimpleNamespace(trace_id=TRACE_ID, span_id=ROOT_ID)
+    log_records(trajectory_report, root, provider.get_logger("trajgrade"))
+    provider.shutdown()
+    return [r.log_record for r in exporter.get_finished_logs()]
+
+
+def test_a_step_level_result_is_logged_in_the_context_of_the_step_it_evaluates() -> None:
+    """The repeated tool call, the model call past a limit: each result sits on its span; run-level ones on the
+    root. A model call's result carries its response id, for a backend that joins on it rather than the span."""
+    trajectory = run(
+        llm(response_id="chatcmpl-0"),
+        *[tool("search", {"q": "same"}, result="none")] * 4,
+        llm(response_id="chatcmpl-1"),
+        llm(response_id="chatcmpl-2"),
+        llm(),  # a call whose span recorded no response id
+    )
+    config = parse_config(
+        "graders:\n"
+        "  - {name: no-loops, type: loop, max_repeats: 3}\n"
+        "  - {name: two-calls, type: budget, max_llm_calls: 2}\n"
+        "  - {name: three-calls, type: budget, max_llm_calls: 3}\n"
+        "  - {name: tokens, type: token-budget, max: 100000}\n"
+    )
+    graded = grade_run(config, trajectory)
+    logs = {str((log.attributes or {})["gen_ai.evaluation.name"]): log for log in _logged(graded)}
+    steps = trajectory.steps
+    assert [s.kind for s in steps] == ["llm_call", *["tool_call"] * 4, "llm_call", "llm_call", "llm_call"]
+    expected = {
+        "no-loops": (steps[1].span_id, None),  # the first repeated call
+        "two-calls": (steps[6].span_id, "chatcmpl-2"),  # the first call past the limit
+        "three-calls": (steps[7].span_id, None),  # a model call, but its span had no response id
+        "tokens": (ROOT_ID, None),  # run-level: the root
+    }
+    assert set(logs) == set(expected)
+    by_name = {r.name: r for r in graded.results}
+    for name, (span_id, response_id) in expected.items():
+        log = logs[name]
+        attrs = dict(log.attributes or {})
+        assert (log.trace_id, log.span_id) == (int(TRACE_ID, 16), int(span_id, 16)), name
+        assert log.event_name == EVENT
+        assert attrs.get("gen_ai.response.id") == response_id, name
+        assert {k: v for k, v in attrs.items() if k != "gen_ai.response.id"} == result_attributes(by_name[name])
+    # span events keep the attributes they had: no response id there
+    assert all("gen_ai.response.id" not in dict(e.attributes or {}) for e in result_events(graded.results, 1))
+
+
+def test_evidence_naming_the_root_or_spans_that_are_no_step_is_run_level() -> None:
+    trajectory = run(tool("search", {"q": "x"}, result="ok"))
+    results = (
+        result(name="root", status="fail", score=0.0, evidence=(Evidence("no output", (ROOT_ID,)),)),
+        result(name="elsewhere", status="fail", score=0.0, evidence=(Evidence("?", ("00000000000000a1",)),)),
+        result(
+            name="second", status="fail", score=0.0, evidence=(Evidence("?", ("00000000000000a1", "0000000000000001")),)
+        ),
+    )
+    logs = _logged(RunReport(trajectory, "default", results, False, 0.0))
+    assert [log.span_id for log in logs] == [int(ROOT_ID, 16), int(ROOT_ID, 16), 1]  # the first that is a step
+
+
+# --- evaluation_logger --------------------------------------------------------------------------------------
+def test_a_given_logger_provider_is_used_and_false_turns_log_events_off() -> None:
+    exporter = InMemoryLogRecordExporter()
+    provider = LoggerProvider()
+    provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
+    logger = evaluation_logger(provider)
+    assert logger is not None
+    log_records(report(result()), SimpleNamespace(trace_id=TRACE_ID, span_id=ROOT_ID), logger)
+    (record,) = exporter.get_finished_logs()
+    scope = record.instrumentation_scope
+    assert scope is not None and (scope.name, scope.version) == ("trajgrade", __version__)
+    assert evaluation_logger(False) is None
+    provider.shutdown()
+
+
+def test_by_default_log_events_go_to_the_global_provider_only_when_it_is_the_sdks() -> None:
+    """In a process of its own: the global provider can be set once. Before it is set the API's proxy answers (no
+    events); once an SDK provider is set, a processor built without ``logger_provider`` emits through it, and one
+    built with ``False`` does not."""
+    script = textwrap.dedent(
+        """
+        import json
+        from opentelemetry._logs import set_logger_provider
+        from opentelemetry.sdk._logs import LoggerProvider
+        from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+        from opentelemetry.sdk.trace import TracerProvider
+        from trajgrade import GradingSpanProcessor, parse_config
+        from trajgrade.core.emit import evaluation_logger
+
+        before = evaluation_logger(None)
+        exporter = InMemoryLogRecordExporter()
+        logger_provider = LoggerProvider()
+        logger_provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
+        set_logger_provider(logger_provider)
+        config = parse_config("graders:\\n  - {name: calls, type: tool-call-count, max: 5}\\n")
+        counts = []
+        for option in ({}, {"logger_provider": False}):
+            tracer_provider = TracerProvider()
+            tracer_provider.add_span_processor(GradingSpanProcessor(config, worker=False, **option))
+            tracer = tracer_provider.get_tracer("app")
+            with tracer.start_as_current_span("invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"}):
+                pass
+            tracer_provider.shutdown()
+            counts.append(len(exporter.get_finished_logs()))
+        print(json.dumps({"before": before is None, "after": evaluation_logger(None) is not None, "counts": counts}))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(out.stdout.splitlines()[-1]) == {"before": True, "after": True, "counts": [1, 1]}

@@ -1,7 +1,8 @@
 """Real parts for the sidecar tests: rotel from its PyPI package, ``trajgrade serve`` as a subprocess, and a sink.
 
 The sink is the one test double here, standing for the trace backend at the end of the pipeline: a small
-OTLP/HTTP receiver that records every span it is sent (gzip or not) and can be told to fail or to be down.
+OTLP/HTTP receiver that records every span and log record it is sent (gzip or not) and can be told to fail or to
+be down.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.logs.v1 import logs_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,11 +50,12 @@ def rotel_binary() -> Path:
 
 
 class Sink:
-    """Records every span it receives at /v1/traces, and the names of the metrics at /v1/metrics; ``status`` is
-    what it answers (200 by default), after ``delay_s``."""
+    """Records every span it receives at /v1/traces, every log record at /v1/logs, and the names of the metrics at
+    /v1/metrics; ``status`` is what it answers (200 by default), after ``delay_s``."""
 
     def __init__(self) -> None:
         self.spans: list[trace_pb2.Span] = []
+        self.logs: list[logs_pb2.LogRecord] = []
         self.metric_names: set[str] = set()
         #: The latest value of every counter point received: (name, attributes) -> value.
         self.counters: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
@@ -84,6 +88,10 @@ class Sink:
                         for rs in request.resource_spans:
                             for ss in rs.scope_spans:
                                 sink.spans.extend(ss.spans)
+                elif self.path.endswith("/v1/logs"):
+                    logs = ExportLogsServiceRequest.FromString(body)
+                    with sink._lock:
+                        sink.logs.extend(r for rl in logs.resource_logs for sl in rl.scope_logs for r in sl.log_records)
                 elif self.path.endswith("/v1/metrics"):
                     metrics = ExportMetricsServiceRequest.FromString(body)
                     with sink._lock:
@@ -126,6 +134,15 @@ class Sink:
         while time.monotonic() < deadline:
             with self._lock:
                 if len(self.spans) >= n:
+                    return True
+            time.sleep(0.05)
+        return False
+
+    def wait_for_logs(self, n: int, timeout: float = 30.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if len(self.logs) >= n:
                     return True
             time.sleep(0.05)
         return False

@@ -33,6 +33,29 @@ SCENARIOS = (
 )
 
 
+#: Variants whose model spans carry the id the fake server gave each response: ``gen_ai.response.id`` (GenAI,
+#: OpenLLMetry), or OpenInference's OpenAI response recorded whole as ``output.value``. The others' spans do not
+#: have it (ADK's, Strands', LangChain's and smolagents' records, the Agents SDK through OpenInference).
+RESPONSE_ID_VARIANTS = (
+    "agent_framework/otel",
+    "autogen/agentchat",
+    "crewai/openinference",
+    "langgraph/openllmetry",
+    "openai_agents/default",
+    "openinference/openai",
+    "openllmetry/current",
+    "openllmetry/legacy",
+    "otel_openai_v2/no_content",
+    "otel_openai_v2/span_only",
+    "pydantic_ai/default",
+    "pydantic_ai/v2",
+    "pydantic_ai/v6",
+)
+#: Environments that run one FakeOpenAI per agent (a sub-agent's requests are counted by its own server); the
+#: others send every agent's requests to one server.
+SERVER_PER_AGENT = (*FRAMEWORKS, "pydantic_ai")
+
+
 def load(path: Path) -> Trajectory:
     runs = build_trajectories(normalize(s) for s in read_path(str(path)))
     assert len(runs) == 1, f"{path}: {len(runs)} runs"
@@ -112,3 +135,26 @@ def test_fixture_requested_calls_that_never_ran_are_reported(path: Path) -> None
             not_run.append(call["name"])
     assert list(t.summary.tool_calls_not_run) == not_run
     assert t.summary.tool_calls_not_requested == ()
+
+
+def _variant(path: Path) -> str:
+    return "/".join(path.relative_to(FIXTURES).parts[:2])
+
+
+@pytest.mark.parametrize("path", [p for p in FILES if _variant(p) in RESPONSE_ID_VARIANTS], ids=ids)
+def test_fixture_response_ids_are_the_ones_the_server_answered(path: Path) -> None:
+    """The fake server answers its n-th request ``chatcmpl-<n>``, counting the failed ones, which get no response."""
+    t = load(path)
+    per_server: dict[str | None, list[Any]] = defaultdict(list)
+    for step in t.llm_steps:
+        per_server[step.agent if path.relative_to(FIXTURES).parts[0] in SERVER_PER_AGENT else None].append(step)
+    assert per_server
+    for steps in per_server.values():
+        answered = [None if step.failed else f"chatcmpl-{n}" for n, step in enumerate(steps)]
+        assert [step.response_id for step in steps] == answered
+    assert all(step.response_id is None for step in t.tool_steps)
+
+
+@pytest.mark.parametrize("path", [p for p in FILES if _variant(p) not in RESPONSE_ID_VARIANTS], ids=ids)
+def test_fixture_without_response_ids_has_none(path: Path) -> None:
+    assert [step.response_id for step in load(path).steps if step.response_id is not None] == []

@@ -246,6 +246,42 @@ def test_newest_usage_keys() -> None:
     assert grade({"type": "budget", "max_reasoning_tokens": 7}, t).status == "pass"
 
 
+# --- response ids ---------------------------------------------------------------------------------------------------
+
+
+def test_a_model_calls_response_id_from_each_dialect() -> None:
+    oi = {"openinference.span.kind": "LLM", "llm.model_name": "gpt-4o-mini", "llm.token_count.prompt": 5}
+    t = one(
+        span(1, None, "run", 0, 20, AGENT),
+        span(2, 1, "chat", 1, 2, chat(**{"gen_ai.response.id": "chatcmpl-a"})),
+        span(3, 1, "ChatCompletion", 3, 4, {**oi, "output.value": '{"id":"chatcmpl-b","choices":[]}'}),
+        span(4, 1, "ChatCompletion", 5, 6, {**oi, "output.value": '{"choices":[],"id":"chatcmpl-c"}'}),
+        span(5, 1, "ChatCompletion", 7, 8, {**oi, "output.value": "ChatCompletion(id='chatcmpl-d')"}),
+        span(6, 1, "chat", 9, 10, chat()),
+        span(7, 1, "execute_tool search", 11, 12, tool("search", **{"output.value": '{"id":"x"}'})),
+    )
+    # OpenInference's raw response is read only where the id leads it (as the OpenAI client writes it): reading
+    # further would parse every response on the hot path
+    assert [s.response_id for s in t.steps] == ["chatcmpl-a", "chatcmpl-b", None, None, None, None]
+
+
+def test_nested_model_spans_keep_the_response_id_of_either() -> None:
+    """Two instrumentations of one request: the call is the inner span that has usage, with the response id of the
+    outer one when only that has it."""
+    outer = chat(None, **{"gen_ai.response.id": "chatcmpl-outer"})
+    t = one(
+        span(1, None, "run", 0, 20, AGENT),
+        span(2, 1, "chat", 1, 5, outer),
+        span(3, 2, "openai.chat", 2, 4, chat((10, 2))),
+        span(4, 1, "chat", 6, 10, outer),
+        span(5, 4, "openai.chat", 7, 9, chat((10, 2), **{"gen_ai.response.id": "chatcmpl-inner"})),
+    )
+    assert [(s.span_id, s.response_id) for s in t.steps] == [
+        (f"{3:016x}", "chatcmpl-outer"),
+        (f"{5:016x}", "chatcmpl-inner"),
+    ]
+
+
 # --- agents ---------------------------------------------------------------------------------------------------------
 
 

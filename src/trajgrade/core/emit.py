@@ -3,9 +3,14 @@
 Event and attribute names are a contract (dashboards and alerts read them); they come from ``semconv``.
 One ``gen_ai.evaluation.result`` event per grader: ``gen_ai.evaluation.name``, ``.score.value`` (double),
 ``.score.label`` (``pass`` | ``fail``; absent when the grader could not judge, which sets ``error.type``),
-``.explanation``, and ``trajgrade.grader.type``, ``trajgrade.value``, ``trajgrade.limit``,
-``trajgrade.evidence.span_ids``. The span that carries them also gets ``trajgrade.passed`` and
-``trajgrade.score``.
+``.explanation``, the evaluator (``gen_ai.evaluation.evaluator.id``, ``.version``, ``.type``), and
+``trajgrade.grader.type``, ``trajgrade.value``, ``trajgrade.limit``, ``trajgrade.evidence.span_ids``. The span
+that carries them also gets ``trajgrade.passed`` and ``trajgrade.score``.
+
+As span events they sit on the run's root (or its evaluation span). As log events each is in the context of the
+span it evaluates: a step-level result (its evidence names a step of the run: the repeated tool call, the
+forbidden call, the call past a limit) in that step's, with ``gen_ai.response.id`` when the step is a model call
+that has one; a run-level result in the root's.
 """
 
 from __future__ import annotations
@@ -16,7 +21,9 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from opentelemetry._logs import Logger, get_logger_provider
 from opentelemetry.context import Context
+from opentelemetry.sdk._logs import LoggerProvider as SdkLoggerProvider
 from opentelemetry.sdk.trace import (
     ConcurrentMultiSpanProcessor,
     Event,
@@ -41,8 +48,11 @@ from opentelemetry.util.types import AttributeValue
 
 from trajgrade.core import semconv as sc
 from trajgrade.core.graders.base import GraderResult
+from trajgrade.core.graders.catalogue import lookup
 from trajgrade.core.inflight import Breach
+from trajgrade.core.internal_errors import report_internal_error
 from trajgrade.core.running import RunReport
+from trajgrade.core.trajectory.model import Step
 from trajgrade.core.trajectory.normalize import SpanRecord
 from trajgrade.version import __version__
 
@@ -50,6 +60,7 @@ __all__ = [
     "EvaluationSpans",
     "breach_attributes",
     "log_breach",
+    "evaluation_logger",
     "log_records",
     "span_context_of",
     "report_attributes",
@@ -73,14 +84,25 @@ def _attr_value(value: Any) -> AttributeValue | None:
         return str(value)[:_MAX_TEXT]
 
 
+def _evaluator_type(grader_type: str) -> str | None:
+    """How a grader type decides (``semconv.EVALUATOR_TYPE_BY_SCORE_KIND``); None for a type not catalogued."""
+    spec = lookup(grader_type)
+    return sc.EVALUATOR_TYPE_BY_SCORE_KIND.get(spec.taxonomy.score_kind) if spec is not None else None
+
+
 def result_attributes(result: GraderResult) -> dict[str, AttributeValue]:
     """The attributes of one ``gen_ai.evaluation.result`` event."""
     attrs: dict[str, AttributeValue] = {
         sc.EVALUATION_NAME: result.name,
         sc.EVALUATION_SCORE_VALUE: float(result.score),
         sc.EVALUATION_EXPLANATION: result.explanation[:_MAX_TEXT],
+        sc.EVALUATOR_ID: result.name,
+        sc.EVALUATOR_VERSION: __version__,
         sc.TRAJGRADE_GRADER_TYPE: result.type,
     }
+    evaluator_type = _evaluator_type(result.type)
+    if evaluator_type is not None:
+        attrs[sc.EVALUATOR_TYPE] = evaluator_type
     if result.status == "error":
         attrs[sc.ERROR_TYPE] = result.error_type or "not_evaluable"
     else:
@@ -132,25 +154,69 @@ def with_results(span: ReadableSpan, report: RunReport) -> ReadableSpan:
     )
 
 
-def span_context_of(record: SpanRecord) -> SpanContext | None:
-    """The span context of a span record (its ids are hex), or None when they are not valid ids."""
+def _span_context(trace_id: str, span_id: str) -> SpanContext | None:
     try:
-        trace_id, span_id = int(record.trace_id, 16), int(record.span_id, 16)
+        trace, span = int(trace_id, 16), int(span_id, 16)
     except (TypeError, ValueError):
         return None
-    if not (trace_id and span_id):
+    if not (trace and span):
         return None
-    return SpanContext(trace_id, span_id, is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+    return SpanContext(trace, span, is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+
+
+def span_context_of(record: SpanRecord) -> SpanContext | None:
+    """The span context of a span record (its ids are hex), or None when they are not valid ids."""
+    return _span_context(record.trace_id, record.span_id)
+
+
+def evaluation_logger(logger_provider: Any = None) -> Logger | None:
+    """The logger of the log-based ``gen_ai.evaluation.result`` events, or None for none; every door's choice.
+
+    ``logger_provider``: a provider to emit through; ``False``: no log events; ``None`` (the default): the global
+    provider when it is the SDK's (the application, or ``opentelemetry-instrument``, set logs up), else none.
+    """
+    if logger_provider is False:
+        return None
+    if logger_provider is None:
+        logger_provider = get_logger_provider()
+        if not isinstance(logger_provider, SdkLoggerProvider):
+            return None  # the API's proxy or no-op: nobody configured logs
+    try:
+        logger: Logger = logger_provider.get_logger(sc.TRAJGRADE_SCOPE, __version__)
+    except Exception as e:
+        report_internal_error("evaluation_logger", e)
+        return None
+    return logger
+
+
+def _evaluated_step(result: GraderResult, steps: dict[str, Step]) -> Step | None:
+    """The step a result evaluates: the first of its evidence spans that is a step of the run (``steps``, by span
+    id), or None for a run-level result."""
+    for evidence in result.evidence:
+        for span_id in evidence.span_ids:
+            step = steps.get(span_id)
+            if step is not None:
+                return step
+    return None
 
 
 def log_records(report: RunReport, root: SpanRecord, logger: Any) -> None:
-    """Emit the results as log-based ``gen_ai.evaluation.result`` events in the context of the run's root."""
-    span_context = span_context_of(root)
-    if span_context is None:
+    """Emit the results as log-based ``gen_ai.evaluation.result`` events, each in the context of the span it
+    evaluates: its step's (with the step's ``gen_ai.response.id``), or the run's root's."""
+    root_context = span_context_of(root)
+    if root_context is None:
         return
-    ctx: Context = set_span_in_context(NonRecordingSpan(span_context))
+    steps = {step.span_id: step for step in report.trajectory.steps}
     for result in report.results:
-        logger.emit(event_name=sc.EVALUATION_RESULT_EVENT, attributes=result_attributes(result), context=ctx)
+        attributes = result_attributes(result)
+        span_context = root_context
+        step = _evaluated_step(result, steps)
+        if step is not None:
+            span_context = _span_context(root.trace_id, step.span_id) or root_context
+            if step.kind == "llm_call" and step.response_id is not None:
+                attributes[sc.RESPONSE_ID] = step.response_id
+        ctx: Context = set_span_in_context(NonRecordingSpan(span_context))
+        logger.emit(event_name=sc.EVALUATION_RESULT_EVENT, attributes=attributes, context=ctx)
 
 
 class EvaluationSpans:
@@ -207,13 +273,9 @@ def breach_attributes(breach: Breach) -> dict[str, AttributeValue]:
 def log_breach(breach: Breach, logger: Any, parent: SpanContext | None = None) -> None:
     """Emit an in-flight breach as a log-based ``gen_ai.evaluation.result`` event, in the context of the span that
     broke the limit (else ``parent``, the run's root when the door knows it)."""
-    span_context = parent
-    if breach.span_id is not None:
-        try:
-            span_context = SpanContext(
-                int(breach.trace_id, 16), int(breach.span_id, 16), False, TraceFlags(TraceFlags.SAMPLED)
-            )
-        except ValueError:
-            pass
+    attributes = breach_attributes(breach)
+    if breach.response_id is not None:
+        attributes[sc.RESPONSE_ID] = breach.response_id
+    span_context = (_span_context(breach.trace_id, breach.span_id) if breach.span_id else None) or parent
     ctx = set_span_in_context(NonRecordingSpan(span_context)) if span_context is not None else None
-    logger.emit(event_name=sc.EVALUATION_RESULT_EVENT, attributes=breach_attributes(breach), context=ctx)
+    logger.emit(event_name=sc.EVALUATION_RESULT_EVENT, attributes=attributes, context=ctx)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from trajgrade.core import semconv as sc
@@ -44,6 +44,8 @@ class Breach:
     #: Whether the run is to be stopped (the grader is marked ``enforce: true``, or the door enforces every one).
     enforce: bool
     service_name: str | None = None
+    #: The model response that broke the limit (``gen_ai.response.id``), when a model call did.
+    response_id: str | None = None
 
     @property
     def span_id(self) -> str | None:
@@ -146,7 +148,10 @@ class RunTracker:
             result = watch(run, step)
             if result is not None:
                 self._breached[i] = True
-                breaches.append(Breach(r.trace_id, self.agent, result, enforce, r.service_name))
+                breach = Breach(r.trace_id, self.agent, result, enforce, r.service_name)
+                if step is not None and step.response_id is not None and breach.span_id == step.span_id:
+                    breach = replace(breach, response_id=step.response_id)
+                breaches.append(breach)
         return breaches
 
     def _tell_parent(self, parent: str, below: _Below) -> None:
@@ -226,6 +231,7 @@ class RunTracker:
             provider=r.provider,
             usage=r.usage,
             cost_usd=r.cost_usd,
+            response_id=r.response_id,
             tool=tool_call(r, self._take_request(r)) if kind == "tool_call" else None,
         )
 

@@ -39,6 +39,7 @@ PROVIDER_NAME: Final = _genai.GEN_AI_PROVIDER_NAME
 SYSTEM: Final = _genai.GEN_AI_SYSTEM
 REQUEST_MODEL: Final = _genai.GEN_AI_REQUEST_MODEL
 RESPONSE_MODEL: Final = _genai.GEN_AI_RESPONSE_MODEL
+RESPONSE_ID: Final = _genai.GEN_AI_RESPONSE_ID
 INPUT_TOKENS: Final = _genai.GEN_AI_USAGE_INPUT_TOKENS
 OUTPUT_TOKENS: Final = _genai.GEN_AI_USAGE_OUTPUT_TOKENS
 PROMPT_TOKENS: Final = _genai.GEN_AI_USAGE_PROMPT_TOKENS
@@ -63,6 +64,13 @@ EVALUATION_NAME: Final = _genai.GEN_AI_EVALUATION_NAME
 EVALUATION_SCORE_VALUE: Final = _genai.GEN_AI_EVALUATION_SCORE_VALUE
 EVALUATION_SCORE_LABEL: Final = _genai.GEN_AI_EVALUATION_SCORE_LABEL
 EVALUATION_EXPLANATION: Final = _genai.GEN_AI_EVALUATION_EXPLANATION
+#: The evaluator's identity, as semantic-conventions-genai PR #359 proposes it (not merged): the grader's name,
+#: trajgrade's version, and how the result is decided, one of the PR's values (``llm_judge``, ``deterministic``,
+#: ``human``), by the grader's ``Taxonomy.score_kind``.
+EVALUATOR_ID: Final = "gen_ai.evaluation.evaluator.id"
+EVALUATOR_VERSION: Final = "gen_ai.evaluation.evaluator.version"
+EVALUATOR_TYPE: Final = "gen_ai.evaluation.evaluator.type"
+EVALUATOR_TYPE_BY_SCORE_KIND: Final = {"code": "deterministic", "model": "llm_judge"}
 
 # --- what kind of step a span is --------------------------------------------------------------------
 #: (attribute key, {value: kind}); the first key present with a known value decides.
@@ -111,6 +119,11 @@ KIND_BY_NAME: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
 MCP_TOOL_SPAN: Final = re.compile(r"^tools/call( |$)")
 
 # --- fields, each a tuple of keys in priority order -------------------------------------------------
+#: The id the model's provider gave its response (LLM spans): GenAI, OpenLLMetry.
+RESPONSE_ID_KEYS: Final = (RESPONSE_ID,)
+#: OpenInference records no response id of its own; its OpenAI instrumentation records the whole response as
+#: JSON in ``output.value``, the id its first member: (key, pattern whose first group is the id).
+RESPONSE_ID_IN_VALUE: Final = (("output.value", re.compile(r'^\{\s*"id"\s*:\s*"([^"\\]+)"')),)
 MODEL_KEYS: Final = (
     RESPONSE_MODEL,
     REQUEST_MODEL,
@@ -267,6 +280,8 @@ FLAT_TOOL_SCHEMA_FIRST: Final = "llm.tools.0.tool.json_schema"
 READ_KEYS: Final = frozenset(
     {
         *(key for key, _ in KIND_BY_ATTRIBUTE),
+        *RESPONSE_ID_KEYS,
+        *(key for key, _ in RESPONSE_ID_IN_VALUE),
         *MODEL_KEYS,
         *AGENT_MODEL_KEYS,
         *PROVIDER_KEYS,

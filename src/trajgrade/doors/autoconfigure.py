@@ -1,13 +1,14 @@
 """Zero-code set-up: ``TRAJGRADE_CONFIG=graders.yaml opentelemetry-instrument python app.py``.
 
 An ``opentelemetry_instrumentor`` entry point: after the OpenTelemetry auto-configuration has set up the
-tracer provider, it adds a :class:`~trajgrade.doors.processor.GradingSpanProcessor` beside the exporting processor
-(results go on an ``evaluation {agent}`` child span of each run's root) with the global meter provider.
-Nothing happens when ``TRAJGRADE_CONFIG`` is unset. A bad config is logged and leaves the application
-running without grading.
+tracer, meter and logger providers, it adds a :class:`~trajgrade.doors.processor.GradingSpanProcessor` beside the
+exporting processor (results go on an ``evaluation {agent}`` child span of each run's root) with the global meter
+provider, and the global logger provider for the log-based ``gen_ai.evaluation.result`` events (exported when
+``OTEL_LOGS_EXPORTER`` names an exporter). Nothing happens when ``TRAJGRADE_CONFIG`` is unset. A bad config is
+logged and leaves the application running without grading.
 
 Environment: ``TRAJGRADE_CONFIG`` (path), ``TRAJGRADE_SETTLE`` (seconds, default 0),
-``TRAJGRADE_MAX_TRACES`` (default 10000).
+``TRAJGRADE_MAX_TRACES`` (default 10000), ``TRAJGRADE_LOG_EVENTS`` (``false`` or ``0``: no log events).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class TrajgradeInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             config = load_config(path)
             settle_s = float(os.environ.get("TRAJGRADE_SETTLE", "0"))
             max_traces = int(os.environ.get("TRAJGRADE_MAX_TRACES", "10000"))
+            log_events = os.environ.get("TRAJGRADE_LOG_EVENTS", "true").strip().lower() not in ("false", "0")
         except (ConfigError, ValueError) as e:
             logger.error("trajgrade: not grading: %s", e)
             return
@@ -56,6 +58,7 @@ class TrajgradeInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         processor = GradingSpanProcessor(
             config,
             meter_provider=kwargs.get("meter_provider") or metrics.get_meter_provider(),
+            logger_provider=kwargs.get("logger_provider") if log_events else False,
             tracer_provider=provider,
             settle_s=settle_s,
             max_traces=max_traces,

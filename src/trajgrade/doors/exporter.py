@@ -16,10 +16,9 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from trajgrade.core import semconv as sc
 from trajgrade.core.collector import CollectedRun, RunCollector, is_own, is_root
 from trajgrade.core.config import Config
-from trajgrade.core.emit import EvaluationSpans, log_records, with_results
+from trajgrade.core.emit import EvaluationSpans, evaluation_logger, log_records, with_results
 from trajgrade.core.grading import Grading
 from trajgrade.core.internal_errors import internal_errors
 from trajgrade.core.running import RunReport
@@ -35,6 +34,9 @@ class GradingSpanExporter(SpanExporter):
     A root cannot wait here (the batch is exported when ``export`` returns), so a run is graded from the spans
     exported before or with its root. Runs whose root never comes are graded as partial after
     ``max_trace_age_s`` or at shutdown, their results on an ``evaluation {agent}`` span sent then.
+
+    Results are also log-based ``gen_ai.evaluation.result`` events, through ``logger_provider``; by default the
+    global one when it is the SDK's; ``False``: no log events.
     """
 
     def __init__(
@@ -52,7 +54,7 @@ class GradingSpanExporter(SpanExporter):
     ) -> None:
         self._exporter = exporter
         self._grading = Grading(config, meter_provider=meter_provider, on_report=on_report, active=self._active)
-        self._logger = logger_provider.get_logger(sc.TRAJGRADE_SCOPE) if logger_provider is not None else None
+        self._logger = evaluation_logger(logger_provider)
         self._evaluation_spans = EvaluationSpans(tracer_provider)
         self._collector: RunCollector[SpanRecord, int] = RunCollector(
             max_traces=max_traces,

@@ -40,7 +40,14 @@ from opentelemetry.trace import TracerProvider
 from trajgrade.core import semconv as sc
 from trajgrade.core.collector import CollectedRun, RunCollector, is_own
 from trajgrade.core.config import Config
-from trajgrade.core.emit import EvaluationSpans, breach_attributes, log_breach, log_records, with_results
+from trajgrade.core.emit import (
+    EvaluationSpans,
+    breach_attributes,
+    evaluation_logger,
+    log_breach,
+    log_records,
+    with_results,
+)
 from trajgrade.core.grading import Grading
 from trajgrade.core.inflight import Breach, InFlightChecks
 from trajgrade.core.internal_errors import internal_errors, report_internal_error
@@ -91,7 +98,8 @@ class GradingSpanProcessor(SpanProcessor):
             the result events added. Without it, results go on a child span ``evaluation {agent}`` of the root,
             started in the pipeline of the provider that recorded the run.
         meter_provider: where the metrics go (default: the global one).
-        logger_provider: when given, results are also emitted as log-based ``gen_ai.evaluation.result`` events.
+        logger_provider: where results are also emitted as log-based ``gen_ai.evaluation.result`` events; by
+            default the global one when it is the SDK's; ``False``: no log events.
         tracer_provider: the provider for the evaluation span when the run's own cannot be reached (a root that
             is not an SDK span); default: the global one.
         on_report: called with each run's :class:`~trajgrade.core.running.RunReport`.
@@ -128,7 +136,7 @@ class GradingSpanProcessor(SpanProcessor):
         check_interval_s: float = 0.05,
     ) -> None:
         self._downstream = downstream
-        self._logger = logger_provider.get_logger(sc.TRAJGRADE_SCOPE) if logger_provider is not None else None
+        self._logger = evaluation_logger(logger_provider)
         self._evaluation_spans = EvaluationSpans(tracer_provider)
         checks = InFlightChecks(config, enforce=enforce) if in_flight else None
         self._enforcing = checks is not None and checks.enforcing

@@ -52,6 +52,7 @@ def _step(step: Step) -> dict[str, Any]:
         "status": step.status,
         "error_type": step.error_type,
         "model": step.model,
+        "response_id": step.response_id,
         "usage": _usage(step.usage),
         "cost_usd": step.cost_usd,
         "tool": None

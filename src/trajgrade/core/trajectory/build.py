@@ -190,6 +190,7 @@ def _build(
                     error_message=r.error_message,
                     model=r.model,
                     provider=r.provider,
+                    response_id=r.response_id,
                     usage=r.usage,
                     cost_usd=cost,
                     requested_tool_call_ids=requested,

@@ -155,6 +155,8 @@ class Step:
     error_message: str | None
     model: str | None
     provider: str | None
+    #: LLM calls: the id the provider gave the model's response (``gen_ai.response.id``), when the span has it.
+    response_id: str | None
     usage: Usage | None
     cost_usd: float | None
     tool: ToolCall | None
@@ -179,6 +181,7 @@ class Step:
         error_message: str | None = None,
         model: str | None = None,
         provider: str | None = None,
+        response_id: str | None = None,
         usage: Usage | None = None,
         cost_usd: float | None = None,
         tool: ToolCall | None = None,
@@ -199,6 +202,7 @@ class Step:
         self.error_message = error_message
         self.model = model
         self.provider = provider
+        self.response_id = response_id
         self.usage = usage
         self.cost_usd = cost_usd
         self.tool = tool

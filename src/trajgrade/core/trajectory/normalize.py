@@ -53,6 +53,8 @@ class SpanRecord:
     error_message: str | None
     model: str | None
     provider: str | None
+    #: LLM: the id the provider gave the model's response (``gen_ai.response.id``).
+    response_id: str | None
     usage: Usage | None
     cost_usd: float | None
     agent_name: str | None
@@ -87,6 +89,7 @@ class SpanRecord:
         error_message: str | None = None,
         model: str | None = None,
         provider: str | None = None,
+        response_id: str | None = None,
         usage: Usage | None = None,
         cost_usd: float | None = None,
         agent_name: str | None = None,
@@ -114,6 +117,7 @@ class SpanRecord:
         self.error_message = error_message
         self.model = model
         self.provider = provider
+        self.response_id = response_id
         self.usage = usage
         self.cost_usd = cost_usd
         self.agent_name = agent_name
@@ -217,6 +221,19 @@ def _cost(attributes: Mapping[str, Any], shape: SpanShape) -> float | None:
         return None
     floats = [_float(p) for p in parts]
     return None if None in floats else sum(f for f in floats if f is not None)
+
+
+def _response_id(attributes: Mapping[str, Any], shape: SpanShape) -> str | None:
+    value = _first(attributes, shape.response_id)
+    if value is not None:
+        return str(value)
+    for key, pattern in shape.response_id_in_value:
+        text = attributes[key]
+        if isinstance(text, str):
+            found = pattern.match(text)
+            if found is not None:
+                return found.group(1)
+    return None
 
 
 def _name_from(name: str, patterns: tuple[Any, ...]) -> str | None:
@@ -329,6 +346,7 @@ def normalize(span: SpanView, keep_attributes: bool | None = None) -> SpanRecord
         output = attributes.get(sc.OUTPUT_MESSAGES)
         r.model = str(model) if model is not None else None
         r.provider = str(provider) if provider is not None else None
+        r.response_id = _response_id(attributes, shape)
         r.usage = _usage(attributes, shape, shape.input_tokens, shape.output_tokens)
         r.cost_usd = _cost(attributes, shape)
         r.agent_name = _str_or_none(attributes.get(sc.AGENT_NAME))

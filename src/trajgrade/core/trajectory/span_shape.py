@@ -6,6 +6,7 @@ on every span of a kind: it is worked out once per key tuple (``shape_of``), not
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,9 @@ class SpanShape:
 
     model: tuple[str, ...]
     provider: tuple[str, ...]
+    response_id: tuple[str, ...]
+    #: (key, pattern) of each ``semconv.RESPONSE_ID_IN_VALUE`` entry whose key is present.
+    response_id_in_value: tuple[tuple[str, re.Pattern[str]], ...]
     input_tokens: tuple[str, ...]
     output_tokens: tuple[str, ...]
     cache_read: tuple[str, ...]
@@ -72,6 +76,8 @@ class SpanShape:
         return cls(
             model=among(sc.MODEL_KEYS),
             provider=among(sc.PROVIDER_KEYS),
+            response_id=among(sc.RESPONSE_ID_KEYS),
+            response_id_in_value=tuple((k, p) for k, p in sc.RESPONSE_ID_IN_VALUE if k in present),
             input_tokens=among(sc.INPUT_TOKEN_KEYS),
             output_tokens=among(sc.OUTPUT_TOKEN_KEYS),
             cache_read=optional[0],

@@ -133,7 +133,8 @@ def delegations(nodes: list[Node], requests: Mapping[str, tuple[Request, ...]]) 
 
 
 def fold_llm_spans(llm_nodes: list[Node], node_by_id: Mapping[str, Node]) -> list[Node]:
-    """Nested LLM spans (double instrumentation) count once: the innermost of each chain that has usage."""
+    """Nested LLM spans (double instrumentation) count once: the innermost of each chain that has usage, failed
+    when any of the chain failed, with the chain's response id when it has none of its own."""
     has_llm_child = {n.llm_ancestor for n in llm_nodes if n.llm_ancestor is not None}
     if not has_llm_child:
         return llm_nodes
@@ -143,12 +144,17 @@ def fold_llm_spans(llm_nodes: list[Node], node_by_id: Mapping[str, Node]) -> lis
         while chain[-1].llm_ancestor is not None:
             chain.append(node_by_id[chain[-1].llm_ancestor])
         pick = next((n for n in chain if n.record.usage is not None), leaf)
-        if any(n.record.error for n in chain) and not pick.record.error:
+        record = pick.record
+        if any(n.record.error for n in chain) and not record.error:
             failed = next(n.record for n in chain if n.record.error)
+            record = replace(record, error=True, error_type=failed.error_type, error_message=failed.error_message)
+        if record.response_id is None:
+            response_id = next((n.record.response_id for n in chain if n.record.response_id is not None), None)
+            if response_id is not None:
+                record = replace(record, response_id=response_id)
+        if record is not pick.record:
             pick = Node(
-                record=replace(
-                    pick.record, error=True, error_type=failed.error_type, error_message=failed.error_message
-                ),
+                record=record,
                 agent=pick.agent,
                 depth=pick.depth,
                 llm_ancestor=pick.llm_ancestor,
