@@ -28,7 +28,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -53,7 +53,7 @@ from trajgrade.core.inflight import Breach, InFlightChecks
 from trajgrade.core.internal_errors import internal_errors, report_internal_error
 from trajgrade.core.running import RunReport
 from trajgrade.core.spans import SdkParts, SdkSpan, sdk_parts
-from trajgrade.core.trajectory.normalize import SpanRecord, normalize
+from trajgrade.core.trajectory.normalize import SpanRecord, classify, normalize
 from trajgrade.core.worker import Graded, GradingWorker
 
 logger = logging.getLogger(__name__)
@@ -265,8 +265,8 @@ class GradingSpanProcessor(SpanProcessor):
             with self._lock:
                 self._on_root.update(id(b) for b in found)
                 breach = self._stopped.get(trace)
-            if breach is None or normalize(SdkSpan(span), keep_attributes=False).kind not in (sc.LLM, sc.TOOL):
-                return None
+            if breach is None or classify(span.name, span.attributes or {}) not in (sc.LLM, sc.TOOL):
+                return None  # as marked when it starts: a model request's usage and content come later
             return breach
         except Exception as e:
             report_internal_error("on_start", e, self._grading.count_internal_error)
@@ -282,6 +282,9 @@ class GradingSpanProcessor(SpanProcessor):
                     on_root = id(breach) in self._on_root
                     self._on_root.discard(id(breach))
                 root = self._put_on_root(breach) if not on_root else self._open_root(breach)
+                if breach.agent is None and root is not None:  # the run's agent may be its root, still open
+                    with internal_errors("emit breach", self._grading.count_internal_error):
+                        breach = replace(breach, agent=normalize(SdkSpan(root), keep_attributes=False).agent_name)
                 if self._logger is not None:
                     with internal_errors("emit breach", self._grading.count_internal_error):
                         log_breach(breach, self._logger, root.context if root is not None else None)
