@@ -228,9 +228,13 @@ def run_agents_sdk_loop(calls: list[str]) -> tuple[BaseException | None, int]:
             await client.close()
 
     script = [{"tool_calls": [["search", {"query": "flight status AF123"}]]}] * 10
+    outcome: list[BaseException | None] = []
     with FakeOpenAI(script) as server:
-        stopped = asyncio.run(run(server))
-    return stopped, len(server.log)  # the server's ledger: the requests the agent made
+        # on a thread of its own: asyncio.run leaves this thread's event loop (pydantic-ai's, from the tests above)
+        thread = threading.Thread(target=lambda: outcome.append(asyncio.run(run(server))))
+        thread.start()
+        thread.join(60)
+    return outcome[0], len(server.log)  # the server's ledger: the requests the agent made
 
 
 @pytest.mark.parametrize("agents_sdk", [True], indirect=True)
