@@ -4,7 +4,9 @@ Per-span cost: each round creates, in shuffled order, one agent run of ``SPANS``
 attributes each, ``start_as_current_span`` as instrumentations do) under every configuration:
 
 - ``sdk``: a TracerProvider with no processor (the baseline);
-- ``trajgrade``: the same with ``GradingSpanProcessor`` and a config of every grader family;
+- ``trajgrade``: the same with ``GradingSpanProcessor`` and a config of every grader family (its in-flight checks
+  on, as by default: the worker reads the open run's spans every 50 ms);
+- ``trajgrade, checks every 5 ms``: the same with the in-flight checks ten times as often;
 - ``simple``: the same with ``SimpleSpanProcessor(InMemorySpanExporter())`` (a reference point).
 
 Only the child spans are timed; the root ends after the clock stops, grading runs on the worker thread, and
@@ -35,6 +37,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from trajgrade import GradingSpanProcessor, load_config
+from trajgrade.core.inflight import Breach
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = Path(__import__("os").environ.get("BENCH_CONFIG", ROOT / "benchmarks" / "every_grader.yaml"))
@@ -72,17 +75,31 @@ def one_run(provider: TracerProvider) -> float:
         return time.perf_counter() - t0
 
 
+#: Runs with an in-flight breach found while the run was open, by configuration (every timed run crosses limits).
+CAUGHT: dict[str, set[str]] = {}
+
+
+def graded(name: str, check_interval_s: float) -> tuple[TracerProvider, Callable[[], None]]:
+    provider = TracerProvider()
+    caught = CAUGHT.setdefault(name, set())
+
+    def on_breach(breach: Breach) -> None:
+        if processor._open_roots:  # found while the run's root was still open
+            caught.add(breach.trace_id)
+
+    processor = GradingSpanProcessor(load_config(CONFIG), on_breach=on_breach, check_interval_s=check_interval_s)
+    provider.add_span_processor(processor)
+    return provider, lambda: processor.force_flush()
+
+
 def providers() -> dict[str, tuple[TracerProvider, Callable[[], None]]]:
-    sdk = TracerProvider()
-    graded = TracerProvider()
-    processor = GradingSpanProcessor(load_config(CONFIG))
-    graded.add_span_processor(processor)
     simple = TracerProvider()
     exporter = InMemorySpanExporter()
     simple.add_span_processor(SimpleSpanProcessor(exporter))
     return {
-        "sdk": (sdk, lambda: None),
-        "trajgrade": (graded, lambda: processor.force_flush()),
+        "sdk": (TracerProvider(), lambda: None),
+        "trajgrade": graded("trajgrade", 0.05),
+        "trajgrade-5ms": graded("trajgrade-5ms", 0.005),
         "simple": (simple, exporter.clear),
     }
 
@@ -117,6 +134,22 @@ def per_span_figures() -> list[Figure]:
             ratios["trajgrade"] <= 1.15,
             1.0,
             f"SDK alone, {us['sdk']:.1f} us/span; trajgrade {us['trajgrade']:.1f} us/span",
+        ),
+        Figure(
+            "  the same, in-flight checks every 5 ms",
+            ratios["trajgrade-5ms"],
+            "x",
+            "<= 1.15x",
+            ratios["trajgrade-5ms"] <= 1.15,
+            1.0,
+            f"SDK alone; trajgrade {us['trajgrade-5ms']:.1f} us/span",
+        ),
+        Figure(
+            "  runs caught in flight (a breach while the root was open), checks every 5 ms",
+            len(CAUGHT["trajgrade-5ms"]),
+            "runs",
+            f"= {ROUNDS + 1} (every run)",
+            len(CAUGHT["trajgrade-5ms"]) == ROUNDS + 1,
         ),
         Figure(
             "  reference: SimpleSpanProcessor(InMemorySpanExporter)",

@@ -157,7 +157,7 @@ class GradingWorker(Generic[P]):
                     return
                 due = self._collector.next_due()
                 wait = _IDLE_S if due is None else due - time.monotonic()
-                if checking and len(self._collector):
+                if checking:  # spans of a new run are read within the interval (the hot path never wakes us)
                     wait = min(wait, self._check_interval_s)
                 if wait > 0 and not self._found:
                     self._wake.wait(min(wait, _IDLE_S))
