@@ -25,6 +25,7 @@ from obs import DASHBOARD, RULES, render_pictures, require
 FAST_THRESHOLDS = {"TrajgradeRunTokensP95High": "> 100", "TrajgradeRunCostP95High": "> 0.0001"}
 ALERTS = {
     "TrajgradeGraderFailureRateHigh",
+    "TrajgradeRunBreachingNow",
     "TrajgradeBudgetExceeded",
     "TrajgradeAgentLooping",
     "TrajgradeRunCostP95High",
@@ -76,7 +77,12 @@ def test_every_alert_reaches_firing_on_the_demo_agents(prom: render_pictures.Pro
 
     # Only the stuck agent loops, breaks a budget, fails graders, and has partial runs.
     assert where("TrajgradeAgentLooping", "gen_ai_evaluation_name") == {"no-loops", "max-repeat"}
-    for name in ("TrajgradeAgentLooping", "TrajgradeBudgetExceeded", "TrajgradeGraderFailureRateHigh"):
+    for name in (
+        "TrajgradeAgentLooping",
+        "TrajgradeBudgetExceeded",
+        "TrajgradeGraderFailureRateHigh",
+        "TrajgradeRunBreachingNow",
+    ):
         assert where(name, "gen_ai_agent_name") == {"stuck-agent"}, name
     assert where("TrajgradeBudgetExceeded", "gen_ai_evaluation_name") == {"spend"}  # token-budget passes
     assert where("TrajgradeRunsGradedPartial", "gen_ai_agent_name") == {"stuck-agent"}

@@ -11,7 +11,7 @@ from obs import RULES, RULES_TEST, require
 def test_promtool_checks_the_rules() -> None:
     result = subprocess.run([require("promtool"), "check", "rules", str(RULES)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 8 rules found" in result.stdout
+    assert "SUCCESS: 9 rules found" in result.stdout
 
 
 def test_promtool_unit_tests_pass() -> None:

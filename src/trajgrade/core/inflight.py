@@ -121,8 +121,8 @@ class RunTracker:
             run.start_unix_nano = r.start_unix_nano
         run.end_unix_nano = max(run.end_unix_nano, r.end_unix_nano)
         run.last_span_id = r.span_id
-        if self.agent is None and r.agent_name and r.kind == sc.AGENT:
-            self.agent = r.agent_name
+        if self.agent is None and r.agent_name:
+            self.agent = r.agent_name  # the run's first call is its own agent's (a sub-agent's come later)
         below = self._below.pop(r.span_id, None)
         step: Step | None = None
         if r.kind == sc.LLM:
