@@ -1,6 +1,7 @@
 """Every door finishes a run the same way: the same span streams through the span processor, the exporter wrapper,
-the sidecar's pipeline and the command line give the same graded runs and the same drop counters (the rotel
-processor, which runs inside the rotel binary, is checked on the same streams in ``tests/sidecar``).
+the sidecar's pipeline and the command line give the same graded runs and the same drop counters, and the doors
+that check open runs (the processor and the sidecar) find the same in-flight breaches (the rotel processor, which
+runs inside the rotel binary, is checked on the same streams in ``tests/sidecar``).
 
 The spans are made by the OpenTelemetry SDK and recorded as it hands them to processors; each door then gets
 them its own way: ``on_start``/``on_end`` in start and end order (the processor), ``export`` per batch (the
@@ -28,6 +29,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, Trace
 from readings import metric_points
 
 from trajgrade import GradingSpanExporter, GradingSpanProcessor, RunReport, grade_run, parse_config
+from trajgrade.core.inflight import Breach
 from trajgrade.core.runfiles import read_runs
 from trajgrade.doors.sidecar.otlp import parse_protobuf
 from trajgrade.doors.sidecar.pipeline import Pipeline
@@ -60,6 +62,14 @@ class Graded:
     partial: bool
     steps: int
     results: tuple[tuple[str, str], ...]
+
+
+#: An in-flight breach as the doors agree on it: the run's trace, the grader, and the span that broke the limit.
+Found = tuple[str, str, str | None]
+
+
+def found(breach: Breach) -> Found:
+    return (breach.trace_id, breach.result.name, breach.span_id)
 
 
 def graded(report: RunReport) -> Graded:
@@ -223,13 +233,15 @@ def _wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
         time.sleep(0.05)
 
 
-def through_processor(stream: Stream) -> Outcome:
+def through_processor(stream: Stream, breaches: list[Breach] | None = None) -> Outcome:
+    """``breaches``: where the in-flight breaches go."""
     reader = InMemoryMetricReader()
     reports: list[RunReport] = []
     processor = GradingSpanProcessor(
         CONFIG,
         meter_provider=MeterProvider([reader]),
         on_report=reports.append,
+        on_breach=(breaches if breaches is not None else []).append,
         max_trace_age_s=AGE_S,
         settle_s=0.5 if stream.settle else 0.0,
     )
@@ -268,7 +280,8 @@ def _request(batch: list[ReadableSpan]) -> bytes:
     return encode_spans(batch).SerializeToString()  # type: ignore[no-any-return]
 
 
-def through_sidecar(stream: Stream) -> Outcome:
+def through_sidecar(stream: Stream, breaches: list[Breach] | None = None) -> Outcome:
+    """``breaches``: where the in-flight breaches go."""
     reader = InMemoryMetricReader()
     reports: list[RunReport] = []
     pipeline = Pipeline(
@@ -276,6 +289,7 @@ def through_sidecar(stream: Stream) -> Outcome:
         [],
         meter_provider=MeterProvider([reader]),
         on_report=reports.append,
+        on_breach=(breaches if breaches is not None else []).append,
         settle_s=0.5 if stream.settle else 0.0,
         max_trace_age_s=AGE_S,
     )
@@ -316,18 +330,50 @@ def test_every_door_grades_the_same_runs(name: str, tmp_path: Path) -> None:
         assert exporter_drops == processor_drops
 
 
+@pytest.mark.parametrize("name", list(STREAMS))
+def test_the_doors_that_check_open_runs_find_the_same_breaches(name: str) -> None:
+    """Each limit a run breaks is found once, on the same span, by the processor (its worker reads the spans that
+    ended before it grades) and by the sidecar (as each request is admitted), whichever batch the spans come in. A
+    run still open when the processor shuts down is graded from its spans without a look in flight if its worker
+    had not looked yet: the processor finds no more than the sidecar there."""
+    stream = STREAMS[name]()
+    in_processor: list[Breach] = []
+    in_sidecar: list[Breach] = []
+    (run,), _ = through_processor(stream, in_processor)
+    through_sidecar(stream, in_sidecar)
+    if stream.unended:
+        assert set(map(found, in_processor)) <= set(map(found, in_sidecar))
+    else:
+        assert sorted(map(found, in_sidecar), key=repr) == sorted(map(found, in_processor), key=repr)
+    assert all(b.trace_id == run.trace_id and b.result.status == "fail" for b in in_sidecar)
+    final = dict(run.results)
+    assert all(final[b.result.name] == "fail" for b in in_sidecar)  # a breach in flight is a failure at the end
+
+
 def test_what_each_stream_gives() -> None:
-    """The runs the streams give, as the doors agree on them (so that agreeing on nothing cannot pass)."""
+    """The runs the streams give, and their in-flight breaches, as the doors agree on them (so that agreeing on
+    nothing cannot pass)."""
+    every = ("calls", "loop", "tokens")
     expected = {
-        "normal run": (False, 6, {"calls": "fail", "loop": "fail", "tokens": "fail"}, {}),
-        "split, children first": (False, 6, {"calls": "fail", "loop": "fail", "tokens": "fail"}, {}),
-        "remote parent": (False, 2, {"calls": "pass", "loop": "pass", "tokens": "error"}, {}),
-        "own spans": (False, 1, {"calls": "pass", "loop": "pass", "tokens": "error"}, {}),
-        "expires": (True, 3, {"calls": "fail", "loop": "fail", "tokens": "error"}, {"trace_age": 1}),
-        "open at shutdown": (True, 3, {"calls": "pass", "loop": "pass", "tokens": "fail"}, {"open_at_shutdown": 1}),
-        "late child": (False, 2, {"calls": "pass", "loop": "pass", "tokens": "error"}, {}),
+        "normal run": (False, 6, {"calls": "fail", "loop": "fail", "tokens": "fail"}, {}, every),
+        "split, children first": (False, 6, {"calls": "fail", "loop": "fail", "tokens": "fail"}, {}, every),
+        "remote parent": (False, 2, {"calls": "pass", "loop": "pass", "tokens": "error"}, {}, ()),
+        "own spans": (False, 1, {"calls": "pass", "loop": "pass", "tokens": "error"}, {}, ()),
+        "expires": (True, 3, {"calls": "fail", "loop": "fail", "tokens": "error"}, {"trace_age": 1}, ("calls", "loop")),
+        "open at shutdown": (
+            True,
+            3,
+            {"calls": "pass", "loop": "pass", "tokens": "fail"},
+            {"open_at_shutdown": 1},
+            ("tokens",),
+        ),
+        "late child": (False, 2, {"calls": "pass", "loop": "pass", "tokens": "error"}, {}, ()),
     }
     for name, make in STREAMS.items():
-        (run,), drops = through_processor(make())
-        partial, steps, results, dropped = expected[name]
-        assert (run.partial, run.steps, dict(run.results), dict(drops)) == (partial, steps, results, dropped), name
+        stream = make()
+        (run,), drops = through_processor(stream)
+        breaches: list[Breach] = []
+        through_sidecar(stream, breaches)
+        partial, steps, results, dropped, breached = expected[name]
+        got = (run.partial, run.steps, dict(run.results), dict(drops), tuple(sorted(b.result.name for b in breaches)))
+        assert got == (partial, steps, results, dropped, breached), name

@@ -56,6 +56,7 @@ class Sink:
     def __init__(self) -> None:
         self.spans: list[trace_pb2.Span] = []
         self.logs: list[logs_pb2.LogRecord] = []
+        self.resource_logs: list[logs_pb2.ResourceLogs] = []  # the same records, with their resources and scopes
         self.metric_names: set[str] = set()
         #: The latest value of every counter point received: (name, attributes) -> value.
         self.counters: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
@@ -92,6 +93,7 @@ class Sink:
                     logs = ExportLogsServiceRequest.FromString(body)
                     with sink._lock:
                         sink.logs.extend(r for rl in logs.resource_logs for sl in rl.scope_logs for r in sl.log_records)
+                        sink.resource_logs.extend(logs.resource_logs)
                 elif self.path.endswith("/v1/metrics"):
                     metrics = ExportMetricsServiceRequest.FromString(body)
                     with sink._lock:
@@ -183,9 +185,11 @@ def rotel(
     processor: str | None = None,
     env: dict[str, str] | None = None,
     grpc_port: int | None = None,
+    http_port: int | None = None,
 ) -> Iterator[dict[str, int]]:
-    """A rotel collector on loopback: OTLP in on fresh ports (or ``grpc_port``), OTLP out to ``export_to``."""
-    grpc_port, http_port = grpc_port or free_port(), free_port()
+    """A rotel collector on loopback: OTLP in on fresh ports (or ``grpc_port``, ``http_port``), OTLP out to
+    ``export_to``."""
+    grpc_port, http_port = grpc_port or free_port(), http_port or free_port()
     name = f"rotel-{http_port}"
     cmd = [
         str(rotel_binary()),

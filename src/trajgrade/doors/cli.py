@@ -278,6 +278,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             ),
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,
+            in_flight=not args.no_in_flight,
+            log_events=not args.no_log_events,
         )
         if not options.otlp_http and not options.otlp_grpc:
             raise ValueError("give --otlp-http or --otlp-grpc (or both)")
@@ -346,7 +348,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="URL",
-        help="where every span goes: http://host:port (/v1/traces is added) or grpc://host:port; repeatable",
+        help="where every span and the log events go: http://host:port (/v1/traces and /v1/logs are added) or "
+        "grpc://host:port; repeatable",
     )
     p.add_argument("--metrics-port", type=int, metavar="PORT", help="Prometheus endpoint on 127.0.0.1")
     p.add_argument(
@@ -356,6 +359,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--push-interval", default="10s", help="how often metrics are pushed (default 10s)")
     p.add_argument("--settle", default="2s", help="wait after a run's root arrives before grading (default 2s)")
+    p.add_argument(
+        "--no-in-flight",
+        action="store_true",
+        help="grade runs when their root arrives only, without checking budgets and loops as their spans arrive",
+    )
+    p.add_argument(
+        "--no-log-events",
+        action="store_true",
+        help="send no gen_ai.evaluation.result log events (breaches, results) to the --forward targets",
+    )
     p.add_argument("--max-traces", type=int, default=10_000, help="traces in flight (default 10000)")
     p.add_argument("--max-trace-age", default="5m", help="grade a trace without root as partial after (5m)")
     p.add_argument("--max-buffered-spans", type=int, default=200_000, help="per target, before HTTP 429")

@@ -11,6 +11,14 @@ graded when its root passes, from the records of its trace so far (in-process ex
 in end order, so its children come first). The result events and verdict attributes are added to the root
 in place. An exception escaping ``process_spans`` kills the whole collector, so none does: trajgrade's own
 errors are logged once and counted.
+
+In flight, the open runs of each batch are checked once its spans are recorded (``inflight``): a breach counts
+``trajgrade.breaches`` at once. A Python processor cannot add log records to rotel's pipeline, so the log-based
+``gen_ai.evaluation.result`` events (breaches, and each graded run's results, with the run's resource) are sent
+over OTLP/HTTP when the standard environment names an endpoint (``OTEL_EXPORTER_OTLP_ENDPOINT`` or
+``OTEL_EXPORTER_OTLP_LOGS_ENDPOINT``): rotel's own OTLP receiver, or any collector. Environment:
+``TRAJGRADE_CONFIG`` (the graders file), ``TRAJGRADE_SETTLE_S`` (0), ``TRAJGRADE_MAX_TRACE_AGE_S`` (600),
+``TRAJGRADE_IN_FLIGHT`` and ``TRAJGRADE_LOG_EVENTS`` (``false`` or ``0`` turns them off).
 """
 
 from __future__ import annotations
@@ -19,15 +27,18 @@ import atexit
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry.metrics import MeterProvider
+from opentelemetry.sdk._logs.export import LogRecordExporter
 
 from trajgrade.core import semconv as sc
 from trajgrade.core.collector import RunCollector, is_own, is_root
 from trajgrade.core.emit import report_attributes, result_attributes
 from trajgrade.core.grading import Grading
+from trajgrade.core.inflight import InFlightChecks
+from trajgrade.core.run_logs import RunLogs, emit_breaches
 from trajgrade.core.spans import SpanEvent, make_event, otlp_parent_is_remote
 from trajgrade.core.trajectory.normalize import SpanRecord, normalize
 from trajgrade.core.worker import Graded, GradingWorker
@@ -113,10 +124,21 @@ def _key_value(key: str, value: Any) -> Any:
     return KeyValue(key, AnyValue(value))
 
 
+def _switch(name: str) -> bool:
+    """An on/off environment variable, on unless ``false`` or ``0``."""
+    return os.environ.get(name, "true").strip().lower() not in ("false", "0")
+
+
+def _exporting(signal: str) -> bool:
+    """Whether the standard environment names an OTLP endpoint for ``signal`` (``METRICS``, ``LOGS``)."""
+    names = (f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+    return any(os.environ.get(name) for name in names)
+
+
 def _meter_provider() -> MeterProvider | None:
     """Metrics over OTLP when the standard environment asks for them (``OTEL_EXPORTER_OTLP_ENDPOINT`` or
     ``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT``): rotel has no meter provider of its own for Python processors."""
-    if not (os.environ.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")):
+    if not _exporting("METRICS"):
         return None
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
     from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
@@ -129,13 +151,24 @@ def _meter_provider() -> MeterProvider | None:
     return provider
 
 
+def _log_exporters() -> list[LogRecordExporter]:
+    """Log events over OTLP/HTTP when the standard environment names an endpoint (``OTEL_EXPORTER_OTLP_ENDPOINT``
+    or ``OTEL_EXPORTER_OTLP_LOGS_ENDPOINT``) and ``TRAJGRADE_LOG_EVENTS`` is not off."""
+    if not (_switch("TRAJGRADE_LOG_EVENTS") and _exporting("LOGS")):
+        return []
+    from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+
+    return [OTLPLogExporter()]
+
+
 class RotelGrader:
     """Records spans as they pass and grades each run when its root passes, or ``settle_s`` later.
 
     rotel exports a batch when ``process_spans`` returns, so a root cannot be held: with ``settle_s`` 0 (the
     default) a run is graded as its root passes, from the spans that passed before it, and its results are
     added to the root; with ``settle_s`` the run waits for spans in later batches and its results go to the
-    metrics only.
+    metrics (and the log events) only. ``in_flight`` checks the open runs after each batch; breaches and results
+    go as log events through ``log_exporters``.
     """
 
     def __init__(
@@ -147,18 +180,33 @@ class RotelGrader:
         max_spans_per_trace: int = 10_000,
         max_trace_age_s: float = 600.0,
         meter_provider: MeterProvider | None = None,
+        in_flight: bool = True,
+        log_exporters: Sequence[LogRecordExporter] = (),
     ) -> None:
         from trajgrade.core.config_loading import load_config
 
-        self._grading = Grading(load_config(config_path), meter_provider=meter_provider, active=self._active)
+        config = load_config(config_path)
+        self._grading = Grading(config, meter_provider=meter_provider, active=self._active)
+        self._logs: RunLogs | None = None
+        if log_exporters:
+            self._logs = RunLogs(log_exporters, max_runs=max_traces, on_error=self._grading.count_internal_error)
+            atexit.register(self._logs.shutdown)  # runs after the worker's close below: the last runs are graded first
         self._collector: RunCollector[SpanRecord, Any] = RunCollector(
             settle_s=settle_s,
             max_traces=max_traces,
             max_spans_per_trace=max_spans_per_trace,
             max_trace_age_s=max_trace_age_s,
             on_drop=self._grading.count_drop,
+            checks=InFlightChecks(config) if in_flight else None,
         )
-        self._worker = GradingWorker(self._collector, self._grading, _add_results, thread=settle_s > 0)
+        self._checking = self._collector.checks is not None
+        self._worker = GradingWorker(
+            self._collector,
+            self._grading,
+            self._finish,
+            thread=settle_s > 0,
+            on_breach=lambda breaches: emit_breaches(breaches, self._grading, self._logs),
+        )
         atexit.register(self._worker.close, 5.0)
 
     def _active(self) -> int:
@@ -167,17 +215,31 @@ class RotelGrader:
     def process(self, resource_spans: Any) -> None:
         resource = _attributes(resource_spans.resource.attributes) if resource_spans.resource is not None else {}
         hold = self._collector.settle_s == 0  # the root is still here when its run is graded
+        traces: dict[str, Mapping[str, Any]] = {}
         for scope_spans in resource_spans.scope_spans:
             scope = scope_spans.scope.name if scope_spans.scope is not None else ""
             if is_own(scope):
                 continue
             for span in scope_spans.spans:
                 view = RotelSpan(span, resource, scope)
+                trace = view.trace_id
+                traces[trace] = resource
                 if is_root(view.parent_span_id, view.parent_is_remote):
-                    self._collector.root(view.trace_id, normalize(view, keep_attributes=True), span if hold else None)
+                    self._collector.root(trace, normalize(view, keep_attributes=True), span if hold else None)
                 else:
-                    self._collector.add(view.trace_id, normalize(view, keep_attributes=False))
+                    self._collector.add(trace, normalize(view, keep_attributes=False))
+        if self._logs is not None and traces:
+            self._logs.remember(traces)
+        if self._checking:  # before grading: no run is graded with spans the checks have not seen
+            for trace in traces:
+                self._worker.check_open(trace)
         self._worker.run_due()
+
+    def _finish(self, graded: list[Graded[Any]]) -> None:
+        _add_results(graded)
+        if self._logs is not None:
+            for run, report in graded:
+                self._logs.graded(run, report, None)  # the resource remembered when its spans passed
 
 
 def _add_results(graded: list[Graded[Any]]) -> None:
@@ -223,6 +285,8 @@ def process_spans(resource_spans: Any) -> None:
                     settle_s=float(os.environ.get("TRAJGRADE_SETTLE_S", "0")),
                     max_trace_age_s=float(os.environ.get("TRAJGRADE_MAX_TRACE_AGE_S", "600")),
                     meter_provider=_meter_provider(),
+                    in_flight=_switch("TRAJGRADE_IN_FLIGHT"),
+                    log_exporters=_log_exporters(),
                 )
             _grader.process(resource_spans)
     except Exception:

@@ -15,10 +15,17 @@ What happens to a request:
    its result events and verdict attributes are added to it and it is forwarded, together with the other
    roots graded in the same pass. A trace is released when none of its roots is held; a span arriving after
    that is still forwarded, counted ungraded.
-5. A trace whose root never arrives is graded as partial (metrics only: it has no root to carry events)
-   after ``max_trace_age_s``, then released.
+5. A trace whose root never arrives is graded as partial (metrics and log events only: it has no root to carry
+   span events) after ``max_trace_age_s``, then released.
 
-At shutdown, held roots are graded as partial and forwarded, and the forwarders are flushed.
+In flight (``in_flight``, on by default): once a request's spans are in their traces' buffers, and before any of
+their roots is held, the open runs of those traces are checked (``inflight``), so a breach is emitted while the
+request that caused it is received: the ``trajgrade.breaches`` counter, the application's ``on_breach``, and a log
+event. Log events (``log_events``, on by default) go to every forward target over OTLP logs, beside the spans: an
+in-flight breach in the context of the span that broke the limit, and each graded run's results, each with the
+resource of the run's spans.
+
+At shutdown, held roots are graded as partial and forwarded, and the forwarders and the log events are flushed.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,11 +44,14 @@ from trajgrade.core import semconv as sc
 from trajgrade.core.collector import RunCollector, is_own, is_root
 from trajgrade.core.config import Config
 from trajgrade.core.grading import Grading
+from trajgrade.core.inflight import Breach, InFlightChecks
 from trajgrade.core.internal_errors import internal_errors
+from trajgrade.core.run_logs import RunLogs, emit_breaches
 from trajgrade.core.running import RunReport
 from trajgrade.core.trajectory.normalize import SpanRecord, normalize
 from trajgrade.core.worker import Graded, GradingWorker
 from trajgrade.doors.sidecar._protowire import Span, read_span
+from trajgrade.doors.sidecar.exporters import log_exporter
 from trajgrade.doors.sidecar.forward import Batch, Forwarder
 from trajgrade.doors.sidecar.otlp import TraceRequest, result_fields
 from trajgrade.doors.sidecar.wire import SpliceRequest
@@ -55,6 +65,9 @@ _SEEN_ROOTS = 65_536
 _ROOTS_PER_BATCH = 512
 #: A record's memory beyond its span's size on the wire (the record object, its strings' headers).
 _RECORD_OVERHEAD = 256
+#: How often the grading thread looks for spans the in-flight checks have not seen: the receivers check each
+#: request's runs as they admit it, so it finds none.
+_CHECK_INTERVAL_S = 1.0
 
 
 @dataclass(slots=True)
@@ -101,7 +114,12 @@ class TooLarge(Exception):
 
 
 class Pipeline:
-    """Admits OTLP trace requests, grades runs, and forwards every span to every target."""
+    """Admits OTLP trace requests, grades runs, and forwards every span to every target.
+
+    ``on_report`` and ``on_breach`` are called with each run's report and each in-flight breach; ``in_flight``
+    checks open runs as their spans arrive; ``log_events`` sends breaches and results as OTLP log events to every
+    target.
+    """
 
     def __init__(
         self,
@@ -117,8 +135,15 @@ class Pipeline:
         max_buffered_bytes: int = 128 * 1024 * 1024,
         max_grading_bytes: int = 128 * 1024 * 1024,
         on_report: Callable[[RunReport], Any] | None = None,
+        on_breach: Callable[[Breach], Any] | None = None,
+        in_flight: bool = True,
+        log_events: bool = True,
     ) -> None:
         self.metrics = SidecarMetrics(meter_provider)
+        self._logs: RunLogs | None = None
+        if log_events and forward_to:
+            exporters = [log_exporter(target) for target in forward_to]
+            self._logs = RunLogs(exporters, max_runs=max_traces, on_error=self._count_internal_error)
         self._collector: RunCollector[SpanRecord, _Held] = RunCollector(
             settle_s=settle_s,
             max_pending=max_traces,
@@ -127,12 +152,15 @@ class Pipeline:
             max_trace_age_s=max_trace_age_s,
             max_bytes=max_grading_bytes,
             on_drop=self._count_drop,
-            on_error=lambda error_type: self._grading.count_internal_error(error_type),
+            on_error=self._count_internal_error,
+            checks=InFlightChecks(config) if in_flight else None,
         )
+        self._checking = self._collector.checks is not None
         self._grading = Grading(
             config,
             meter_provider=meter_provider,
             on_report=on_report,
+            on_breach=on_breach,
             active=lambda: len(self._collector),
         )
         self._forwarders = [
@@ -151,7 +179,14 @@ class Pipeline:
         # Roots already taken for grading (a sender's retry can send one twice): graded once, forwarded as sent.
         self._seen_roots: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._closed = False
-        self._worker = GradingWorker(self._collector, self._grading, self._forward_graded, name="trajgrade-sidecar")
+        self._worker = GradingWorker(
+            self._collector,
+            self._grading,
+            self._forward_graded,
+            name="trajgrade-sidecar",
+            on_breach=lambda breaches: emit_breaches(breaches, self._grading, self._logs),
+            check_interval_s=_CHECK_INTERVAL_S,
+        )
 
     # --- receiving --------------------------------------------------------------------------------------------
     def submit(self, request: TraceRequest, protocol: str = "http") -> bool:
@@ -178,9 +213,13 @@ class Pipeline:
                 f.reserve(spans, size)
         self.metrics.received.add(spans, {"protocol": protocol})
         held: list[_Held] = []
+        traces: Mapping[str, Any] = {}
         rest = request.body
         with internal_errors("sidecar receive", self._grading.count_internal_error):
-            held, rest = self._split(request)
+            held, rest, traces = self._split(request)
+        if self._checking:  # before the roots are held: no run is graded with spans the checks have not seen
+            for trace in traces:
+                self._worker.check_open(trace)
         if spans > len(held):
             self._put(Batch(rest, spans - len(held), size - sum(len(h.span) for h in held)))
         passed_on = [h for h in held if not self._collector.root(h.trace_id, h.record, h)]
@@ -192,21 +231,26 @@ class Pipeline:
             self._worker.wake()
         return True
 
-    def _split(self, request: TraceRequest) -> tuple[list[_Held], bytes]:
-        """Record every span; splice the roots out of the request's bytes (they wait for grading)."""
+    def _split(self, request: TraceRequest) -> tuple[list[_Held], bytes, dict[str, Any]]:
+        """Record every span; splice the roots out of the request's bytes (they wait for grading). Also the traces
+        of the spans recorded, with their resource's attributes."""
         roots: list[Span] = []
         records: list[tuple[str, SpanRecord, int]] = []
+        traces: dict[str, Any] = {}
         add = records.append
         for span in request.spans:
             if is_own(span.scope_name):
                 continue  # trajgrade's own spans are forwarded, not graded
             if not is_root(span.parent_span_id, span.parent_is_remote):
                 add((span.trace_id, normalize(span, False), span.size + _RECORD_OVERHEAD))
+                traces[span.trace_id] = span.resource_attributes
             elif self._first_time(span):
                 roots.append(span)
+        if self._logs is not None and traces:
+            self._logs.remember(traces)
         self._collector.extend(records)
         if not roots:
-            return [], request.body
+            return [], request.body, traces
         splice = SpliceRequest.FromString(request.body)
         held: list[_Held] = []
         for root in reversed(roots):  # from the end, so that each index is still right
@@ -218,7 +262,7 @@ class Pipeline:
             resource, scope = root.resource_attributes, root.scope_name
             held.append(_Held(root.trace_id, ss.spans[root.index], resource, scope, envelope))
             del ss.spans[root.index]
-        return held, splice.SerializeToString()
+        return held, splice.SerializeToString(), traces
 
     def _first_time(self, root: Span) -> bool:
         key = (root.trace_id, root.span_id)
@@ -237,12 +281,14 @@ class Pipeline:
     # --- grading ----------------------------------------------------------------------------------------------
     def _forward_graded(self, graded: list[Graded[_Held]]) -> None:
         """Each graded root goes on as a one-span request with its results added; roots graded in one pass go
-        together, in requests of at most ``_ROOTS_PER_BATCH``."""
+        together, in requests of at most ``_ROOTS_PER_BATCH``. The results go as log events too."""
         out: list[tuple[bytes, int]] = []
         for run, report in graded:
             h = run.payload
+            if self._logs is not None:
+                self._logs.graded(run, report, h.resource if h is not None else None)
             if h is None:
-                continue  # its root never arrived: graded for the metrics only
+                continue  # its root never arrived: no span to carry the results
             extra = b""
             if report is not None:
                 with internal_errors("sidecar emit", self._grading.count_internal_error):
@@ -261,13 +307,21 @@ class Pipeline:
             self._closed = True
         deadline = time.monotonic() + timeout_s
         self._worker.close(timeout_s)
-        return sum(f.close(max(0.1, deadline - time.monotonic())) for f in self._forwarders)
+        left = sum(f.close(max(0.1, deadline - time.monotonic())) for f in self._forwarders)
+        if self._logs is not None:
+            with internal_errors("sidecar close", self._grading.count_internal_error):
+                self._logs.shutdown()
+        return left
 
     def flush(self, timeout_s: float = 10.0) -> bool:
-        """Grade what is due and wait until every forwarder has delivered its queue (tests, shutdown)."""
+        """Grade what is due and wait until every forwarder has delivered its queue and every log event is
+        exported (tests, shutdown)."""
         deadline = time.monotonic() + timeout_s
         self._worker.flush(timeout_s)
-        return all(f.flush(max(0.0, deadline - time.monotonic())) for f in self._forwarders)
+        delivered = all(f.flush(max(0.0, deadline - time.monotonic())) for f in self._forwarders)
+        if self._logs is not None:
+            delivered = self._logs.flush(max(0.0, deadline - time.monotonic())) and delivered
+        return delivered
 
     @property
     def accepting(self) -> bool:
@@ -279,6 +333,9 @@ class Pipeline:
 
     def _count_drop(self, reason: str) -> None:
         self._grading.count_drop(reason)
+
+    def _count_internal_error(self, error_type: str) -> None:
+        self._grading.count_internal_error(error_type)
 
     def _forward_failed(self, target: str, reason: str, retry: bool, spans: int) -> None:
         self.metrics.forward_failures.add(1, {"target": target, "retry": retry})

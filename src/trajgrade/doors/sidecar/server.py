@@ -17,16 +17,17 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 import grpc
 import uvicorn
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import MetricExporter, MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 
 from trajgrade.core.config import Config
+from trajgrade.core.inflight import Breach
 from trajgrade.core.running import RunReport
 from trajgrade.core.trajectory.cost import load_prices
+from trajgrade.doors.sidecar.exporters import metric_exporter
 from trajgrade.doors.sidecar.pipeline import Pipeline
 from trajgrade.doors.sidecar.receivers import Limits, grpc_server, http_app, http_protocol
 
@@ -62,6 +63,8 @@ class SidecarOptions:
     limits: Limits = field(default_factory=Limits)
     tls_cert: str | None = None
     tls_key: str | None = None
+    in_flight: bool = True  # check open runs as their spans arrive: breaches before the root
+    log_events: bool = True  # breaches and results as OTLP log events to every forward target
 
 
 class Sidecar:
@@ -74,6 +77,7 @@ class Sidecar:
         *,
         meter_provider: Any = None,
         on_report: Callable[[RunReport], Any] | None = None,
+        on_breach: Callable[[Breach], Any] | None = None,
     ) -> None:
         self.options = options
         if meter_provider is None and (options.metrics_port is not None or options.push_metrics):
@@ -96,6 +100,9 @@ class Sidecar:
             max_buffered_bytes=options.max_buffered_bytes,
             max_grading_bytes=options.max_grading_bytes,
             on_report=on_report,
+            on_breach=on_breach,
+            in_flight=options.in_flight,
+            log_events=options.log_events,
         )
         self._http: uvicorn.Server | None = None
         self._http_thread: threading.Thread | None = None
@@ -157,22 +164,8 @@ def _prometheus(host: str, port: int) -> MetricReader:
 
 
 def _otlp_push(target: str, interval_s: float) -> MetricReader:
-    """Metrics pushed over OTLP to a collector: ``http(s)://host:port`` (``/v1/metrics`` is added) or
-    ``grpc://host:port``."""
-    parts = urlsplit(target)
-    exporter: MetricExporter
-    if parts.scheme in ("http", "https"):
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpExporter
-
-        base = target.rstrip("/")
-        exporter = HttpExporter(endpoint=base if base.endswith("/v1/metrics") else f"{base}/v1/metrics")
-    elif parts.scheme == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as GrpcExporter
-
-        exporter = GrpcExporter(endpoint=parts.netloc, insecure=True)
-    else:
-        raise ValueError(f"--push-metrics {target!r}: use http://host:port, https://host:port or grpc://host:port")
-    return PeriodicExportingMetricReader(exporter, export_interval_millis=interval_s * 1000)
+    """Metrics pushed over OTLP to a collector (``exporters.metric_exporter``)."""
+    return PeriodicExportingMetricReader(metric_exporter(target), export_interval_millis=interval_s * 1000)
 
 
 def _tune_interpreter() -> None:

@@ -1,0 +1,160 @@
+"""Log-based ``gen_ai.evaluation.result`` events sent over OTLP, each with the resource of the run it is about.
+
+The doors that grade other processes' runs (the sidecar, the rotel processor) have no application logger to emit
+through: they send the events themselves, through the SDK's ``LoggerProvider`` with a ``BatchLogRecordProcessor`` per
+exporter. An event carries the resource of its run's spans (``service.name``, ``service.instance.id``, ...), as the
+run's spans do, so that a backend files it under the agent's service rather than trajgrade's: a door tells
+:meth:`RunLogs.remember` the resource of each open run as its spans arrive (bounded: the oldest are forgotten
+first), and a run's resource is forgotten once its results are out. The resource is put on each record by a log
+record processor ahead of the exporting ones, where the SDK lets a record be changed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from contextvars import ContextVar
+from typing import Any
+
+from opentelemetry._logs import Logger
+from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor, ReadWriteLogRecord
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter
+from opentelemetry.sdk.resources import Resource
+
+from trajgrade.core import semconv as sc
+from trajgrade.core.collector import CollectedRun
+from trajgrade.core.emit import log_breach, log_records
+from trajgrade.core.grading import Grading
+from trajgrade.core.inflight import Breach
+from trajgrade.core.internal_errors import internal_errors
+from trajgrade.core.running import RunReport
+from trajgrade.version import __version__
+
+__all__ = ["RunLogs", "emit_breaches"]
+
+_SCALARS = (str, bool, int, float, bytes)
+
+
+def _resource(attributes: Mapping[str, Any] | None, service_name: str | None) -> Resource:
+    """A run's resource from its spans' resource attributes (the values an SDK resource can hold), or from its
+    service name alone when they are not known."""
+    if attributes is None:
+        return Resource({sc.SERVICE_NAME: service_name} if service_name else {})
+    kept: dict[str, Any] = {}
+    for key, value in attributes.items():
+        if isinstance(value, _SCALARS):
+            kept[key] = value
+        elif isinstance(value, list | tuple) and value and len({type(v) for v in value}) == 1:
+            if isinstance(value[0], _SCALARS):
+                kept[key] = tuple(value)
+    return Resource(kept)
+
+
+#: The resource of the run whose events are being emitted (set by ``_InResource`` around the logger's ``emit``).
+_RUN_RESOURCE: ContextVar[Resource | None] = ContextVar("trajgrade_run_resource", default=None)
+
+
+class _RunResource(LogRecordProcessor):
+    """Gives each record the resource of its run, before the exporting processors see it."""
+
+    def on_emit(self, log_record: ReadWriteLogRecord) -> None:
+        resource = _RUN_RESOURCE.get()
+        if resource is not None:
+            log_record.resource = resource
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+
+class _InResource:
+    """A logger whose records carry a run's resource instead of the provider's."""
+
+    __slots__ = ("_logger", "_resource")
+
+    def __init__(self, logger: Logger, resource: Resource) -> None:
+        self._logger = logger
+        self._resource = resource
+
+    def emit(self, **fields: Any) -> None:
+        token = _RUN_RESOURCE.set(self._resource)
+        try:
+            self._logger.emit(**fields)
+        finally:
+            _RUN_RESOURCE.reset(token)
+
+
+class RunLogs:
+    """Sends breaches and results as log events through ``exporters``, each with its run's resource.
+
+    Args:
+        exporters: where the events go (an OTLP log exporter per next hop).
+        max_runs: how many open runs' resources are remembered at once.
+        on_error: counts an error in emitting (it is logged, never raised).
+    """
+
+    def __init__(
+        self,
+        exporters: Sequence[LogRecordExporter],
+        *,
+        max_runs: int = 10_000,
+        on_error: Callable[[str], None] = lambda error_type: None,
+    ) -> None:
+        self._on_error = on_error
+        self._provider = LoggerProvider(shutdown_on_exit=False)
+        self._provider.add_log_record_processor(_RunResource())
+        for exporter in exporters:
+            self._provider.add_log_record_processor(BatchLogRecordProcessor(exporter))
+        self._logger = self._provider.get_logger(sc.TRAJGRADE_SCOPE, __version__)
+        self._max_runs = max_runs
+        # Guards _resources (by trace; in the order they were first seen): set by the threads that receive spans,
+        # read by the ones that emit.
+        self._lock = threading.Lock()
+        self._resources: dict[Hashable, Mapping[str, Any]] = {}
+
+    def remember(self, resources: Mapping[str, Mapping[str, Any]]) -> None:
+        """The resource attributes of the runs whose spans just arrived, by trace."""
+        with self._lock:
+            self._resources.update(resources)
+            excess = len(self._resources) - self._max_runs
+            for trace in list(itertools.islice(self._resources, max(excess, 0))):
+                del self._resources[trace]
+
+    def breach(self, breach: Breach) -> None:
+        """An in-flight breach, in the context of the span that broke the limit."""
+        with internal_errors("log event", self._on_error):
+            with self._lock:
+                attributes = self._resources.get(breach.trace_id)
+            log_breach(breach, _InResource(self._logger, _resource(attributes, breach.service_name)))
+
+    def graded(self, run: CollectedRun[Any], report: RunReport | None, resource: Mapping[str, Any] | None) -> None:
+        """A graded run's results (none when it was not a run), each in the context of the span it evaluates;
+        ``resource``: the attributes of the root's resource, when the root arrived (else those remembered for its
+        trace). The run is forgotten."""
+        with internal_errors("log event", self._on_error):
+            with self._lock:
+                remembered = self._resources.pop(run.trace, None)
+            if report is not None:
+                attributes = resource if resource is not None else remembered
+                in_resource = _InResource(self._logger, _resource(attributes, run.root.service_name))
+                log_records(report, run.root, in_resource)
+
+    def flush(self, timeout_s: float = 10.0) -> bool:
+        """Export every event emitted so far; False when the deadline passed first."""
+        return bool(self._provider.force_flush(int(timeout_s * 1000)))
+
+    def shutdown(self) -> None:
+        """Export what is left, then stop the exporters."""
+        self._provider.shutdown()
+
+
+def emit_breaches(breaches: list[Breach], grading: Grading, logs: RunLogs | None) -> None:
+    """In-flight breaches of a door that has no open root to put them on: a log event each (with ``logs``), the
+    ``trajgrade.breaches`` counter and the application's callback."""
+    for breach in breaches:
+        if logs is not None:
+            logs.breach(breach)
+        grading.breached(breach)
