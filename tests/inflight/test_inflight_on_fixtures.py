@@ -153,7 +153,8 @@ def test_an_open_runs_memory_does_not_grow_with_its_length() -> None:
     tracemalloc.stop()
     grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
     assert tracker.run.tool_calls == 11_000
-    assert grown < 16_000, f"{grown} bytes more after 10,000 more calls"
+    # the bounded windows' contents change (a few KB either way); one object kept per call would be >= 560 KB
+    assert grown < 64_000, f"{grown} bytes more after 10,000 more calls"
 
 
 def test_enforce_is_checked_when_the_config_loads() -> None:

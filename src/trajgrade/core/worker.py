@@ -107,6 +107,10 @@ class GradingWorker(Generic[P]):
             self._thread.join(timeout_s)
             stopped = not self._thread.is_alive()
         if stopped:
+            if self._collector.checks is not None:  # what the checks have not seen yet, before it is graded
+                found = [self._found.popleft() for _ in range(len(self._found))]
+                with internal_errors("grading worker", self._grading.count_internal_error):
+                    self._emit(found + self._collector.check_open())
             self._grade(self._collector.close())
         return stopped
 
