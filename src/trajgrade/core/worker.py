@@ -108,9 +108,8 @@ class GradingWorker(Generic[P]):
             stopped = not self._thread.is_alive()
         if stopped:
             if self._collector.checks is not None:  # what the checks have not seen yet, before it is graded
-                found = [self._found.popleft() for _ in range(len(self._found))]
                 with internal_errors("grading worker", self._grading.count_internal_error):
-                    self._emit(found + self._collector.check_open())
+                    self._check_and_emit()
             self._grade(self._collector.close())
         return stopped
 
@@ -130,6 +129,11 @@ class GradingWorker(Generic[P]):
         return True
 
     # --- internals --------------------------------------------------------------------------------------------
+    def _check_and_emit(self) -> None:
+        """Emit the breaches found off the thread, then those of the open runs' newly ended spans."""
+        found = [self._found.popleft() for _ in range(len(self._found))]
+        self._emit(found + self._collector.check_open())
+
     def _emit(self, breaches: list[Breach]) -> None:
         if self._on_breach is not None:
             with internal_errors("emit breach", self._grading.count_internal_error):
@@ -171,8 +175,7 @@ class GradingWorker(Generic[P]):
             try:
                 with internal_errors("grading worker", self._grading.count_internal_error):
                     if checking:
-                        found = [self._found.popleft() for _ in range(len(self._found))]
-                        self._emit(found + self._collector.check_open())
+                        self._check_and_emit()
                     self.run_due()
             finally:
                 with self._wake:

@@ -97,6 +97,12 @@ def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
                 "similarities": [round(s, 4) for s in sims],
             }
         )
+    return _loop_found(name, c, longest, evidence, details)
+
+
+def _loop_found(
+    name: str, c: LoopConfig, longest: int, evidence: list[Evidence], details: list[dict[str, Any]]
+) -> GraderResult:
     return GraderResult(
         name=name,
         type="loop",
@@ -118,9 +124,7 @@ def watch_loop(c: LoopConfig, name: str) -> Watch:
     """Fails on the call that makes a block repeat more than ``max_repeats`` times, each call similar to the one a
     period before and its result not changed. A call whose arguments were not captured is similar to none."""
 
-    def similar(
-        a: tuple[str, dict[str, Any] | None, bytes | None], b: tuple[str, dict[str, Any] | None, bytes | None]
-    ) -> bool:
+    def similar(a: _Call, b: _Call) -> bool:
         if a[0] != b[0] or a[1] is None or b[1] is None or similarity(a[1], b[1]) < c.similarity_threshold:
             return False
         return a[2] is None or b[2] is None or a[2] == b[2]  # a changed result is progress
@@ -138,16 +142,9 @@ def watch_loop(c: LoopConfig, name: str) -> Watch:
         block = repetitions.last(repeats * period)
         names = " -> ".join(s.tool.name for s in block[:period] if s.tool is not None)
         text = f"{names} repeated {repeats} times in a row (period {period}, max {c.max_repeats})"
-        return GraderResult(
-            name=name,
-            type="loop",
-            status="fail",
-            score=c.max_repeats / repeats,
-            explanation=f"loop detected: {text}",
-            value=repeats,
-            limit=c.max_repeats,
-            evidence=(Evidence(text, tuple(s.span_id for s in block)),),
-        )
+        span_ids = [s.span_id for s in block]
+        found = {"tools": names, "period": period, "repeats": repeats, "span_ids": span_ids}
+        return _loop_found(name, c, repeats, [Evidence(text, tuple(span_ids))], [found])
 
     return check
 
