@@ -118,6 +118,90 @@ def synthetic_records(steps: int, *, trace: str = TRACE) -> list[SpanRecord]:
     return records
 
 
+def _attr(key: str, value: str | int) -> dict[str, Any]:
+    return {"key": key, "value": {"intValue": str(value)} if isinstance(value, int) else {"stringValue": value}}
+
+
+def synthetic_otlp(steps: int, *, trace: str = TRACE) -> dict[str, Any]:
+    """The run of :func:`synthetic_records` as an OTLP/JSON request, marked by the GenAI conventions as an
+    instrumentation writes it (what the command line reads)."""
+    t0 = 1_700_000_000_000_000_000
+    root_id = f"{1:016x}"
+
+    def span(i: int, name: str, start: int, end: int, attrs: list[dict[str, Any]], error: bool = False) -> dict:
+        out = {
+            "traceId": trace,
+            "spanId": f"{i:016x}",
+            "name": name,
+            "kind": 1,
+            "startTimeUnixNano": str(start),
+            "endTimeUnixNano": str(end),
+            "attributes": attrs,
+        }
+        if i != 1:
+            out["parentSpanId"] = root_id
+        if error:
+            out["status"] = {"code": 2, "message": "tool failed"}
+        return out
+
+    spans = [
+        span(
+            1,
+            "invoke_agent bench",
+            t0,
+            t0 + steps * 2_000_000,
+            [_attr("gen_ai.operation.name", "invoke_agent"), _attr("gen_ai.agent.name", "bench")],
+        )
+    ]
+    definitions = json.dumps(
+        [
+            {
+                "type": "function",
+                "name": name,
+                "parameters": {
+                    "type": "object",
+                    "properties": {"query": {"type": "string"}, "page": {"type": "integer"}},
+                },
+            }
+            for name in TOOLS
+        ]
+    )
+    for i in range(steps):
+        start = t0 + i * 1_000_000
+        if i % 2 == 0:
+            tool = TOOLS[((i + 1) // 2) % len(TOOLS)]
+            call = {"type": "tool_call", "id": f"call_{i + 1}", "name": tool, "arguments": {}}
+            attrs = [
+                _attr("gen_ai.operation.name", "chat"),
+                _attr("gen_ai.provider.name", "openai"),
+                _attr("gen_ai.request.model", "gpt-4o-mini"),
+                _attr("gen_ai.usage.input_tokens", 100 + i),
+                _attr("gen_ai.usage.output_tokens", 20),
+                _attr("gen_ai.output.messages", json.dumps([{"role": "assistant", "parts": [call]}])),
+            ]
+            if i == 0:
+                attrs.append(_attr("gen_ai.tool.definitions", definitions))
+            spans.append(span(i + 2, "chat gpt-4o-mini", start, start + 900_000, attrs))
+        else:
+            name = TOOLS[(i // 2) % len(TOOLS)]
+            attrs = [
+                _attr("gen_ai.operation.name", "execute_tool"),
+                _attr("gen_ai.tool.name", name),
+                _attr("gen_ai.tool.call.id", f"call_{i}"),
+                _attr("gen_ai.tool.call.arguments", json.dumps({"query": f"topic {i // 10}", "page": i % 7})),
+                _attr("gen_ai.tool.call.result", json.dumps({"items": [i, i + 1], "next": i + 2})),
+            ]
+            spans.append(span(i + 2, f"execute_tool {name}", start, start + 500_000, attrs, error=i % 97 == 0))
+    return {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": [_attr("service.name", "bench-agent")]},
+                "scopeSpans": [{"scope": {"name": "bench"}, "spans": spans}],
+            }
+        ]
+    }
+
+
 def synthetic_run(steps: int) -> Trajectory:
     (t,) = build_trajectories(synthetic_records(steps))
     return t

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import orjson
+
 from trajgrade.core.runfiles import FileRun
 from trajgrade.core.trajectory.model import Trajectory
 
@@ -66,9 +68,12 @@ def tool_call_text(name: str, arguments: Any) -> str:
     if arguments is None:
         return f"{name}()"
     try:
-        text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    except (TypeError, ValueError):
-        text = repr(arguments)
+        text = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:  # what orjson does not write (an integer past 64 bits, a key not a string)
+        try:
+            text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        except (TypeError, ValueError):
+            text = repr(arguments)
     return f"{name}({text})"
 
 
