@@ -23,6 +23,7 @@ COMPILED = [
     "src/trajgrade/core/trajectory/build.py",
     "src/trajgrade/core/trajectory/cost.py",
     "src/trajgrade/core/graders/loop_search.py",
+    "src/trajgrade/core/graders/repetition.py",
 ]
 #: Modules they import whose constants mypyc copies into the compiled code: a change to one rebuilds them too.
 INLINED = [

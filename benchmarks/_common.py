@@ -7,7 +7,7 @@ import json
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from trajgrade.core.trajectory import SpanRecord, Trajectory, build_trajectories
@@ -202,8 +202,44 @@ def synthetic_otlp(steps: int, *, trace: str = TRACE) -> dict[str, Any]:
     }
 
 
-def synthetic_run(steps: int) -> Trajectory:
-    (t,) = build_trajectories(synthetic_records(steps))
+def looping_records(steps: int, *, trace: str = TRACE, block: int = 4, width: int = 48) -> list[SpanRecord]:
+    """The loop and similarity graders' worst case: every tool call is in a loop. Tool calls come in blocks of
+    ``block`` calls of ``search`` with ``width`` nested argument leaves, each differing from the one before in a
+    single leaf (similar: each pair is compared leaf by leaf at every period) and with the same result (no
+    progress), then one ``read_file`` call ends the block: a run of n steps holds about n / (2 * (block + 1))
+    loops, each reported with its evidence. Model calls alternate with the tool calls, as in
+    :func:`synthetic_records`."""
+    records = synthetic_records(steps, trace=trace)
+    out = [records[0]]
+    for i, r in enumerate(records[1:]):
+        if r.kind != "tool_call":
+            out.append(r)
+            continue
+        k = i // 2
+        if k % (block + 1) == block:
+            name, args = "read_file", {"path": f"notes/{k}.md"}
+        else:
+            name = "search"
+            args = {
+                "query": "the same question",
+                "filters": {f"f{j}": f"value {j}" for j in range(width - 2)},
+                "page": k % (block + 1),
+            }
+        out.append(
+            replace(
+                r,
+                name=f"execute_tool {name}",
+                tool_name=name,
+                tool_arguments=json.dumps(args),
+                tool_result=json.dumps({"items": [], "next": None}),
+                error=False,
+            )
+        )
+    return out
+
+
+def synthetic_run(steps: int, *, looping: bool = False) -> Trajectory:
+    (t,) = build_trajectories(looping_records(steps) if looping else synthetic_records(steps))
     return t
 
 

@@ -8,7 +8,7 @@ from factories import llm, run, tool
 from trajgrade import ConfigError, grade_run, parse_config
 from trajgrade.core.graders.base import GraderResult
 from trajgrade.core.graders.repeats import longest_repetition
-from trajgrade.core.trajectory import Trajectory
+from trajgrade.core.trajectory import Step, Trajectory
 
 
 def grade(entry: str, t: Trajectory) -> GraderResult:
@@ -22,12 +22,16 @@ def same_call(n: int, result: object = "no results") -> Trajectory:
     return run(*steps, llm())
 
 
+def calls(*names: str) -> list[Step]:
+    return list(run(*(tool(name) for name in names)).tool_steps)
+
+
 def test_longest_repetition_counts_blocks() -> None:
-    assert longest_repetition([], 3) == (0, 0, 1)
-    assert longest_repetition(["a"], 1) == (1, 0, 1)
-    assert longest_repetition(["x", "a", "a", "a", "b"], 1) == (3, 1, 1)
-    assert longest_repetition(["a", "b", "a", "b", "a", "b", "c"], 1) == (1, 0, 1)
-    assert longest_repetition(["a", "b", "a", "b", "a", "b", "c"], 2) == (3, 0, 2)
+    assert longest_repetition(calls(), "name", 3) == (0, 0, 1)
+    assert longest_repetition(calls("a"), "name", 1) == (1, 0, 1)
+    assert longest_repetition(calls("x", "a", "a", "a", "b"), "name", 1) == (3, 1, 1)
+    assert longest_repetition(calls("a", "b", "a", "b", "a", "b", "c"), "name", 1) == (1, 0, 1)
+    assert longest_repetition(calls("a", "b", "a", "b", "a", "b", "c"), "name", 2) == (3, 0, 2)
 
 
 def test_max_repeat_pass_and_fail_on_observation() -> None:

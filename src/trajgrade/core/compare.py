@@ -33,6 +33,8 @@ class Edit:
     op: Literal["equal", "insert", "delete", "replace"]
     baseline: tuple[str, ...]
     candidate: tuple[str, ...]
+    #: The span ids of the candidate's calls in ``candidate``.
+    candidate_spans: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,10 +87,11 @@ def _calls(t: Trajectory) -> list[str]:
 
 def compare(baseline: Trajectory, candidate: Trajectory) -> Comparison:
     before, after = _calls(baseline), _calls(candidate)
+    spans = [s.span_id for s in candidate.tool_steps]
     edits: list[Edit] = []
     count = 0
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes():
-        edits.append(Edit(op, tuple(before[i1:i2]), tuple(after[j1:j2])))
+        edits.append(Edit(op, tuple(before[i1:i2]), tuple(after[j1:j2]), tuple(spans[j1:j2])))
         if op != "equal":
             count += max(i2 - i1, j2 - j1)
     metrics = {m: (getattr(baseline.summary, m), getattr(candidate.summary, m)) for m in METRICS}

@@ -14,12 +14,12 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import regex
 
-__all__ = ["MAX_INPUT", "TIMEOUT_S", "PatternTimeout", "budget", "compile_pattern", "search"]
+__all__ = ["MAX_INPUT", "TIMEOUT_S", "PatternTimeout", "budget", "compile_pattern", "name_filter", "search"]
 
 MAX_INPUT = 65_536
 TIMEOUT_S = 0.2
@@ -65,6 +65,22 @@ def search(pattern: str, text: str) -> bool:
 
 
 _SHORT = 256
+
+
+def name_filter(patterns: Sequence[str] | None) -> Callable[[str], bool]:
+    """Whether a name matches any of ``patterns`` (every name when there are none), decided once per name: a
+    run's calls share a few tool names."""
+    if not patterns:
+        return lambda name: True
+    seen: dict[str, bool] = {}
+
+    def matches(name: str) -> bool:
+        hit = seen.get(name)
+        if hit is None:
+            hit = seen[name] = any(search(p, name) for p in patterns)
+        return hit
+
+    return matches
 
 
 @functools.lru_cache(maxsize=8192)

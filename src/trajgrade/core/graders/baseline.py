@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import PrivateAttr, model_validator
 
-from trajgrade.core.compare import METRICS, compare, run_key, tool_call_text
+from trajgrade.core.compare import METRICS, compare, run_key
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, Taxonomy, not_evaluable
 from trajgrade.core.runfiles import FileRun, read_runs
 from trajgrade.core.trajectory.model import Trajectory
@@ -78,13 +78,7 @@ def against(golden: FileRun, t: Trajectory, c: BaselineConfig, name: str = "base
             problems.append(
                 f"{comparison.edit_count} tool call edit(s) from the baseline (max {c.max_tool_edits}): {shown}"
             )
-            calls = {s.span_id: s for s in t.tool_steps}
-            new = {a for e in changed for a in e.candidate}
-            spans = tuple(
-                sid
-                for sid, s in calls.items()
-                if tool_call_text(s.tool.name if s.tool else s.name, s.tool.arguments if s.tool else None) in new
-            )
+            spans = tuple(span for e in changed for span in e.candidate_spans)
             evidence.append(Evidence("tool calls not in the baseline's sequence", spans))
     for metric, allowed in c.max_increase.items():
         checks += 1

@@ -29,7 +29,7 @@ from pydantic import Field, field_validator
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
 from trajgrade.core.graders.loop_search import find_loops, flatten, result_key, similarity
 from trajgrade.core.graders.watch import Repetitions, RunSoFar, Watch
-from trajgrade.core.patterns import compile_pattern, search
+from trajgrade.core.patterns import compile_pattern, name_filter
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS"]
@@ -52,13 +52,13 @@ class LoopConfig(GraderConfig):
 def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
     calls = [s for s in t.tool_steps if s.tool is not None]
     if c.tools:
-        calls = [s for s in calls if s.tool is not None and any(search(p, s.tool.name) for p in c.tools)]
+        watched = name_filter(c.tools)
+        calls = [s for s in calls if s.tool is not None and watched(s.tool.name)]
     if calls and not any(s.tool is not None and s.tool.arguments_captured for s in calls):
         return not_evaluable(
             name, "loop", "tool arguments were not captured (enable content capture)", limit=c.max_repeats
         )
-    leaves = [flatten(s.tool.arguments if s.tool is not None else None) for s in calls]
-    loops = find_loops(calls, leaves, c.max_repeats, c.similarity_threshold, c.max_cycle_period)
+    loops = find_loops(calls, c.max_repeats, c.similarity_threshold, c.max_cycle_period)
     if not loops:
         text = f"no action repeated more than {c.max_repeats} times in a row ({len(calls)} tool calls checked)"
         return GraderResult(
@@ -130,10 +130,11 @@ def watch_loop(c: LoopConfig, name: str) -> Watch:
         return a[2] is None or b[2] is None or a[2] == b[2]  # a changed result is progress
 
     repetitions = Repetitions(c.max_cycle_period, similar)
+    watched = name_filter(c.tools)
 
     def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
         tool = step.tool if step is not None else None
-        if step is None or tool is None or (c.tools and not any(search(p, tool.name) for p in c.tools)):
+        if step is None or tool is None or not watched(tool.name):
             return None
         leaves = flatten(tool.arguments) if tool.arguments_captured else None
         repeats, period = repetitions.add((tool.name, leaves, result_key(step)), step)

@@ -7,6 +7,7 @@ it runs on every tool call of every run.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 from collections.abc import Sequence
@@ -19,6 +20,14 @@ __all__ = ["find_loops", "flatten", "result_key", "similarity"]
 _MAX_LEAVES = 256
 
 
+def _leaf(value: Any) -> Any:
+    if isinstance(value, str):
+        return " ".join(value.split()).casefold()  # runs of whitespace as one space
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def _leaves(value: Any, path: str = "", out: dict[str, Any] | None = None) -> dict[str, Any]:
     out = {} if out is None else out
     if len(out) >= _MAX_LEAVES:
@@ -27,16 +36,22 @@ def _leaves(value: Any, path: str = "", out: dict[str, Any] | None = None) -> di
         if not value:
             out[path] = "{}"
         for k, v in value.items():
-            _leaves(v, f"{path}.{k}" if path else str(k), out)
-    elif isinstance(value, list | tuple):
+            key = f"{path}.{k}" if path else str(k)
+            if isinstance(v, (dict, list, tuple)):
+                _leaves(v, key, out)
+            elif len(out) < _MAX_LEAVES:
+                out[key] = _leaf(v)
+    elif isinstance(value, (list, tuple)):
         if not value:
             out[path] = "[]"
         for i, v in enumerate(value):
-            _leaves(v, f"{path}[{i}]", out)
-    elif isinstance(value, str):
-        out[path] = " ".join(value.split()).casefold()  # runs of whitespace as one space
+            key = f"{path}[{i}]"
+            if isinstance(v, (dict, list, tuple)):
+                _leaves(v, key, out)
+            elif len(out) < _MAX_LEAVES:
+                out[key] = _leaf(v)
     else:
-        out[path] = value if not isinstance(value, float) or not value.is_integer() else int(value)
+        out[path] = _leaf(value)
     return out
 
 
@@ -83,11 +98,19 @@ def result_key(step: Step) -> bytes | None:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
+def _arguments(step: Step) -> dict[str, Any]:
+    return flatten(step.tool.arguments if step.tool is not None else None)
+
+
 def find_loops(
-    calls: Sequence[Step], leaves: Sequence[dict[str, Any]], max_repeats: int, threshold: float, max_period: int
+    calls: Sequence[Step], max_repeats: int, threshold: float, max_period: int
 ) -> list[tuple[int, int, int, list[float]]]:
-    """(start, end, period, similarities) of every repetition longer than max_repeats, longest first."""
-    found: list[tuple[int, int, int, list[float]]] = []
+    """(start, end, period, similarities) of every repetition longer than max_repeats, longest first.
+
+    One pass flattens each call's arguments and compares the call with each of the ``max_period`` calls before
+    it; only those calls' leaves are kept. Then, for each period, the runs of calls similar to the call a period
+    before are read from what that pass recorded.
+    """
     n = len(calls)
     results: list[bytes | None | bool] = [False] * n  # computed on first use: most pairs never get that far
 
@@ -96,41 +119,59 @@ def find_loops(
             results[k] = result_key(calls[k])
         return results[k]  # type: ignore[return-value]
 
+    # similar[period][j]: the similarity of call j to call j - period, or -1 when the two are not the same action
+    similar = [[-1.0] * n for _ in range(max_period + 1)]
+    recent: list[dict[str, Any]] = []
+    for j in range(n):
+        leaves = _arguments(calls[j])
+        a = calls[j].tool
+        for period in range(1, min(max_period, j) + 1):
+            b = calls[j - period].tool
+            if a is None or b is None or a.name != b.name:
+                continue
+            sim = similarity(leaves, recent[-period])
+            if sim < threshold:
+                continue
+            ra, rb = result(j), result(j - period)
+            if ra is not None and rb is not None and ra != rb:
+                continue  # the outcome changed: progress
+            similar[period][j] = sim
+        recent.append(leaves)
+        if len(recent) > max_period:
+            del recent[0]
+
+    found: list[tuple[int, int, int, list[float]]] = []
     for period in range(1, max_period + 1):
+        row = similar[period]
         i = period
         while i < n:
             start = i - period
-            sims: list[float] = []
             j = i
-            while j < n:
-                a, b = calls[j], calls[j - period]
-                if a.tool is None or b.tool is None or a.tool.name != b.tool.name:
-                    break
-                sim = similarity(leaves[j], leaves[j - period])
-                if sim < threshold:
-                    break
-                ra, rb = result(j), result(j - period)
-                if ra is not None and rb is not None and ra != rb:
-                    break  # the outcome changed: progress
-                sims.append(sim)
+            while j < n and row[j] >= 0:
                 j += 1
             matched = j - i
             repeats = (matched + period) // period  # whole blocks, the first included
-            if repeats > max_repeats and (period == 1 or not _is_shorter_cycle(calls, leaves, start, period)):
-                found.append((start, start + repeats * period, period, sims[: repeats * period - period]))
+            if repeats > max_repeats and (period == 1 or not _is_shorter_cycle(calls, start, period)):
+                found.append((start, start + repeats * period, period, row[i : start + repeats * period]))
             i = max(j, i + 1) if matched else i + 1
     found.sort(key=lambda f: (-(f[1] - f[0]), f[0]))
     kept: list[tuple[int, int, int, list[float]]] = []
+    # The kept spans, by start: none holds another (each is kept only when no longer or equal one holds it), so
+    # their ends rise with their starts, and the one starting last at or before a span is the only one that can
+    # hold it.
+    starts: list[int] = []
+    ends: list[int] = []
     for f in found:
-        if not any(k[0] <= f[0] and f[1] <= k[1] for k in kept):
-            kept.append(f)
+        at = bisect.bisect_right(starts, f[0])
+        if at and ends[at - 1] >= f[1]:
+            continue
+        kept.append(f)
+        starts.insert(at, f[0])
+        ends.insert(at, f[1])
     return kept
 
 
-def _is_shorter_cycle(calls: Sequence[Step], leaves: Sequence[dict[str, Any]], start: int, period: int) -> bool:
+def _is_shorter_cycle(calls: Sequence[Step], start: int, period: int) -> bool:
     """A block of period p that is itself a repetition of a shorter period is reported at that period."""
-    block = [
-        (s.tool.name if s.tool else None, a)
-        for s, a in zip(calls[start : start + period], leaves[start:], strict=False)
-    ]
+    block = [(s.tool.name if s.tool else None, _arguments(s)) for s in calls[start : start + period]]
     return any(period % q == 0 and all(block[k] == block[k % q] for k in range(period)) for q in range(1, period))

@@ -30,15 +30,15 @@ repetitions found without them already decide the verdict it stands, else the ru
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Callable, Sequence
-from typing import Annotated, Any, Literal
+from collections.abc import Callable
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
+from trajgrade.core.graders.repetition import json_equal, known, longest_repetition, same_call
 from trajgrade.core.graders.watch import Repetitions, RunSoFar, Watch
-from trajgrade.core.patterns import compile_pattern, search
+from trajgrade.core.patterns import compile_pattern, name_filter
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS", "json_equal", "longest_repetition"]
@@ -73,85 +73,14 @@ class LoopOutcomeConfig(_RepeatConfig):
     match: Match = "name-args"
 
 
-def json_equal(a: Any, b: Any) -> bool:
-    """Deep equality of JSON values: key order ignored, ``1`` equals ``1.0``, ``true`` is not ``1``.
-
-    Python's ``==`` already ignores key order and equates 1 and 1.0; it only goes too far in equating booleans
-    with numbers, so a structural walk is needed only when ``==`` says equal. Keys stay references to the
-    parsed values: nothing is built per call, which keeps long runs cheap for the garbage collector.
-    """
-    if a != b:
-        return False
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b)
-    if isinstance(a, dict):
-        return all(json_equal(v, b[k]) for k, v in a.items())
-    if isinstance(a, list | tuple):
-        return all(json_equal(x, y) for x, y in zip(a, b, strict=True))
-    return True
-
-
-def _same(a: object, b: object) -> bool:
-    if isinstance(a, tuple) and isinstance(b, tuple):
-        return a[0] == b[0] and json_equal(a[1], b[1])
-    return a == b
-
-
-class _Unknown:
-    """The key of a call whose deciding data was not captured: equal to nothing but itself."""
-
-
-def _key(step: Step, match: Match) -> object:
-    tool = step.tool
-    assert tool is not None
-    if match == "name":
-        return tool.name
-    if match == "name-args":
-        return (tool.name, tool.arguments) if tool.arguments_captured else _Unknown()
-    if tool.result_captured:
-        return (tool.name, tool.result)
-    if step.failed:
-        return (tool.name, ("error", step.error_type, step.error_message))
-    return _Unknown()
-
-
-def longest_repetition(
-    keys: Sequence[object], max_period: int, same: Callable[[object, object], bool] = operator.eq
-) -> tuple[int, int, int]:
-    """(occurrences, start index, period) of the longest back-to-back repetition of a block of keys.
-
-    Whole blocks are counted; on a tie the shorter period (then the earlier start) wins.
-    """
-    best = (1 if keys else 0, 0, 1)
-    for period in range(1, max_period + 1):
-        matched = 0
-        for i in range(period, len(keys)):
-            if same(keys[i], keys[i - period]):
-                matched += 1
-                occurrences = (matched + period) // period
-                if occurrences > best[0]:
-                    best = (occurrences, i - matched - period + 1, period)
-            else:
-                matched = 0
-    return best
-
-
-def _watched(step: Step, c: MaxRepeatConfig | LoopOutcomeConfig) -> bool:
-    return step.tool is not None and (not c.tools or any(search(p, step.tool.name) for p in c.tools))
-
-
-def _repetition(
-    calls: Sequence[Step], keys: Sequence[object], c: MaxRepeatConfig | LoopOutcomeConfig
-) -> tuple[int, int, list[Step], int]:
-    """(occurrences, period, the repeated calls, calls whose key is unknown) over the watched calls."""
-    unknown = sum(isinstance(k, _Unknown) for k in keys)
-    occurrences, start, period = longest_repetition(keys, c.max_cycle_period, _same)
-    return occurrences, period, list(calls[start : start + occurrences * period]), unknown
-
-
 def _of_run(t: Trajectory, c: MaxRepeatConfig | LoopOutcomeConfig) -> tuple[int, int, list[Step], int]:
-    calls = [s for s in t.tool_steps if _watched(s, c)]
-    return _repetition(calls, [_key(s, c.match) for s in calls], c)
+    """(occurrences, period, the repeated calls, calls whose data ``c.match`` compares was not captured) over the
+    watched calls."""
+    watched = name_filter(c.tools)
+    calls = [s for s in t.tool_steps if s.tool is not None and watched(s.tool.name)]
+    unknown = sum(1 for s in calls if not known(s, c.match))
+    occurrences, start, period = longest_repetition(calls, c.match, c.max_cycle_period)
+    return occurrences, period, calls[start : start + occurrences * period], unknown
 
 
 def _describe(occurrences: int, period: int, steps: list[Step]) -> str:
@@ -234,12 +163,14 @@ def _watch_repetition(
     c: MaxRepeatConfig | LoopOutcomeConfig, most: int, verdict: Callable[[int, int, list[Step], int], GraderResult]
 ) -> Watch:
     """Fails on the call that makes a block occur more than ``most`` times in a row."""
-    repetitions = Repetitions(c.max_cycle_period, _same)
+    match = c.match
+    repetitions = Repetitions(c.max_cycle_period, lambda a, b: same_call(a, b, match))
+    watched = name_filter(c.tools)
 
     def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
-        if step is None or not _watched(step, c):
+        if step is None or step.tool is None or not watched(step.tool.name):
             return None
-        occurrences, period = repetitions.add(_key(step, c.match), step)
+        occurrences, period = repetitions.add(step, step)
         if occurrences <= most:
             return None
         return verdict(occurrences, period, repetitions.last(occurrences * period), 0)

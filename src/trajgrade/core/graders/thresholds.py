@@ -28,7 +28,7 @@ from pydantic import Field, field_validator, model_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, linear_score, not_evaluable
 from trajgrade.core.graders.watch import RunSoFar, Watch
-from trajgrade.core.patterns import compile_pattern, search
+from trajgrade.core.patterns import compile_pattern, name_filter
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS", "parse_duration"]
@@ -150,7 +150,8 @@ def failed_requests_note(t: Trajectory) -> str:
 def tool_call_count(t: Trajectory, c: ToolCallCountConfig, name: str) -> GraderResult:
     calls = t.tool_steps
     if c.tools:
-        calls = tuple(s for s in calls if s.tool is not None and any(search(p, s.tool.name) for p in c.tools))
+        watched = name_filter(c.tools)
+        calls = tuple(s for s in calls if s.tool is not None and watched(s.tool.name))
     over = tuple(s.span_id for s in calls[c.max :])
     return _threshold(name, "tool-call-count", len(calls), c.max, " tool calls", evidence_spans=over)
 
@@ -225,12 +226,13 @@ def watch_token_budget(c: MaxConfig, name: str) -> Watch:
 
 def watch_tool_call_count(c: ToolCallCountConfig, name: str) -> Watch:
     calls = 0
+    watched = name_filter(c.tools)
 
     def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
         nonlocal calls
         if step is None or step.tool is None:
             return None
-        if c.tools and not any(search(p, step.tool.name) for p in c.tools):
+        if not watched(step.tool.name):
             return None
         calls += 1
         if calls <= c.max:

@@ -225,8 +225,8 @@ def _required(m: ToolMatch, calls: list[Step], row: list[Match]) -> tuple[Verdic
         )
     )
     last = calls[-1] if calls else None
-    last_sure = last is not None and last in sure
-    last_maybe = last is not None and last in maybe
+    last_sure = last is not None and row[-1] is True and _in_step(m, last)
+    last_maybe = last is not None and row[-1] is None and _in_step(m, last)
     label = f"required {m.label()}{where}"
     found = f"{len(sure)} matching call(s)" + (f" of the {need} needed" if need > 1 else "")
     if len(sure) >= need and (not m.final or last_sure):

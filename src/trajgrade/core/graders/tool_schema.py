@@ -179,10 +179,14 @@ def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
             evidence=tuple(evidence),
             details={"checked": checked, "violations": violations, "unchecked": len(unchecked)},
         )
-    validated = sum(1 for s in calls if s.tool is not None and s.tool.name in validators)
+    by_tool: dict[str, list[str]] = {}
+    for s in calls:
+        if s.tool is not None:
+            by_tool.setdefault(s.tool.name, []).append(s.span_id)
+    validated = sum(len(spans) for tool, spans in by_tool.items() if tool in validators)
     text = (
         f"all {len(calls)} tool call(s) checked: tools approved, {validated} argument set(s) valid "
-        f"against their schema ({', '.join(sorted({s.tool.name for s in calls if s.tool is not None}))})"
+        f"against their schema ({', '.join(sorted(by_tool))})"
     )
     return GraderResult(
         name=name,
@@ -191,7 +195,7 @@ def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
         score=1.0,
         explanation=text,
         value=0,
-        evidence=tuple(Evidence(f"{s.tool.name}: ok", (s.span_id,)) for s in calls if s.tool),
+        evidence=tuple(Evidence(f"{tool}: {len(spans)} call(s) ok", tuple(spans)) for tool, spans in by_tool.items()),
         details={"checked": checked, "violations": []},
     )
 

@@ -87,7 +87,7 @@ class Repetitions:
     comparisons and only the last ``max_period`` calls are kept (with the steps of the last ``keep``, for evidence).
 
     ``add`` returns the longest repetition ending at the newest call: (occurrences of the block, period), whole
-    blocks counted, a shorter period first on a tie, as ``repeats.longest_repetition`` counts them.
+    blocks counted, a shorter period first on a tie, as ``repetition.longest_repetition`` counts them.
     """
 
     __slots__ = ("_matched", "_recent", "_same", "steps")

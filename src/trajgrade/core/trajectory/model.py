@@ -292,10 +292,10 @@ class Trajectory:
     #: Why the trace is partial, or other remarks a reader should see.
     notes: tuple[str, ...] = ()
 
-    @property
-    def llm_steps(self) -> tuple[Step, ...]:
-        return tuple(s for s in self.steps if s.kind == "llm_call")
+    #: The steps that are model calls, and those that are tool calls, in order (kept: every grader reads them).
+    llm_steps: tuple[Step, ...] = field(init=False, repr=False, compare=False)
+    tool_steps: tuple[Step, ...] = field(init=False, repr=False, compare=False)
 
-    @property
-    def tool_steps(self) -> tuple[Step, ...]:
-        return tuple(s for s in self.steps if s.kind == "tool_call")
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "llm_steps", tuple(s for s in self.steps if s.kind == "llm_call"))
+        object.__setattr__(self, "tool_steps", tuple(s for s in self.steps if s.kind == "tool_call"))

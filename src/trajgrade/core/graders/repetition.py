@@ -1,0 +1,86 @@
+"""Back-to-back repetitions of tool calls, as ``max-repeat`` and ``loop-outcome`` count them: calls compared by
+name, arguments or result (JSON values), and the longest run of a repeated block of calls.
+
+This module has no pydantic model and no config: it is compiled with mypyc at install (``setup.py``), as it
+runs on every tool call of every run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from trajgrade.core.trajectory.model import Step
+
+__all__ = ["json_equal", "known", "longest_repetition", "same_call"]
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Deep equality of JSON values: key order ignored, ``1`` equals ``1.0``, ``true`` is not ``1``.
+
+    Python's ``==`` already ignores key order and equates 1 and 1.0; it only goes too far in equating booleans
+    with numbers, so a structural walk is needed only when ``==`` says equal. Keys stay references to the
+    parsed values: nothing is built per call, which keeps long runs cheap for the garbage collector.
+    """
+    if a != b:
+        return False
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b)
+    if isinstance(a, dict):
+        for k, v in a.items():
+            if not json_equal(v, b[k]):
+                return False
+        return True
+    if isinstance(a, (list, tuple)):
+        for i in range(len(a)):  # as long as b: they are equal
+            if not json_equal(a[i], b[i]):
+                return False
+    return True
+
+
+def same_call(a: Step, b: Step, match: str) -> bool:
+    """Whether two tool calls are the same under ``match``: ``name``, ``name-args`` (the name and the arguments) or
+    ``observation`` (the name and the result, or for calls without one, their error). A call whose deciding
+    data was not captured is the same as no other."""
+    ta, tb = a.tool, b.tool
+    if ta is None or tb is None or ta.name != tb.name:
+        return False
+    if match == "name":
+        return True
+    if match == "name-args":
+        return ta.arguments_captured and tb.arguments_captured and json_equal(ta.arguments, tb.arguments)
+    if ta.result_captured or tb.result_captured:
+        return ta.result_captured and tb.result_captured and json_equal(ta.result, tb.result)
+    return a.failed and b.failed and a.error_type == b.error_type and a.error_message == b.error_message
+
+
+def known(step: Step, match: str) -> bool:
+    """Whether the data ``match`` compares a call by was captured."""
+    tool = step.tool
+    if tool is None:
+        return False
+    if match == "name":
+        return True
+    if match == "name-args":
+        return tool.arguments_captured
+    return tool.result_captured or step.failed
+
+
+def longest_repetition(calls: Sequence[Step], match: str, max_period: int) -> tuple[int, int, int]:
+    """(occurrences, start index, period) of the longest back-to-back repetition of a block of calls.
+
+    Whole blocks are counted; on a tie the shorter period (then the earlier start) wins.
+    """
+    n = len(calls)
+    best_occurrences, best_start, best_period = (1 if n else 0), 0, 1
+    for period in range(1, max_period + 1):
+        matched = 0
+        for i in range(period, n):
+            if same_call(calls[i], calls[i - period], match):
+                matched += 1
+                occurrences = (matched + period) // period
+                if occurrences > best_occurrences:
+                    best_occurrences, best_start, best_period = occurrences, i - matched - period + 1, period
+            else:
+                matched = 0
+    return best_occurrences, best_start, best_period
