@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from trajgrade.core.trajectory import SpanRecord, Trajectory, build_trajectories
 from trajgrade.core.trajectory.model import Usage
 from trajgrade.core.trajectory.normalize import MISSING
+
+ROOT = Path(__file__).resolve().parent.parent
+os.chdir(ROOT)  # every_grader.yaml names its baseline run by a path from the repository's root
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 TOOLS = ("search", "read_file", "list_items", "get_weather", "write_file")

@@ -15,9 +15,7 @@ The figure is the median over rounds of the per-round ratio to ``sdk`` (target: 
 are many (about a minute in all) because this machine's speed drifts: with 60 rounds, runs of the same code
 gave medians from 1.10 to 1.16; with 200, from 1.12 to 1.14.
 
-Memory per buffered step: tracemalloc's growth while ``SPANS_MEMORY`` child spans of an open run sit in
-the processor's buffer, divided by their number (target: under 1 KB; a ReadableSpan held as is costs
-about 3.5 KB).
+Memory per buffered step is ``bench_memory.py``'s.
 """
 
 from __future__ import annotations
@@ -27,7 +25,6 @@ import random
 import statistics
 import sys
 import time
-import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
@@ -43,7 +40,6 @@ ROOT = Path(__file__).resolve().parent.parent
 CONFIG = Path(__import__("os").environ.get("BENCH_CONFIG", ROOT / "benchmarks" / "every_grader.yaml"))
 SPANS = 2_000
 ROUNDS = 200
-SPANS_MEMORY = 20_000
 
 
 def attributes(i: int) -> dict[str, str | int]:
@@ -163,30 +159,8 @@ def per_span_figures() -> list[Figure]:
     ]
 
 
-def memory_figure() -> Figure:
-    provider = TracerProvider()
-    processor = GradingSpanProcessor(load_config(CONFIG), max_spans_per_trace=SPANS_MEMORY * 2)
-    provider.add_span_processor(processor)
-    tracer = provider.get_tracer("bench")
-    attrs = [attributes(i) for i in range(SPANS_MEMORY)]
-    with tracer.start_as_current_span("invoke_agent bench"):
-        gc.collect()
-        tracemalloc.start()
-        before = tracemalloc.take_snapshot()
-        for a in attrs:
-            with tracer.start_as_current_span("execute_tool search", attributes=a):
-                pass
-        gc.collect()
-        after = tracemalloc.take_snapshot()
-        tracemalloc.stop()
-        grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
-    provider.shutdown()
-    per_step = grown / SPANS_MEMORY
-    return Figure("memory per buffered step (tracemalloc)", per_step, "B", "< 1024 B", per_step < 1024)
-
-
 def figures() -> list[Figure]:
-    return [*per_span_figures(), memory_figure()]
+    return per_span_figures()
 
 
 if __name__ == "__main__":

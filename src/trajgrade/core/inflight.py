@@ -14,7 +14,6 @@ grades a run is known only from its root, which ends last.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -110,7 +109,7 @@ class RunTracker:
         self._below: dict[str, _Below] = {}
         #: The tool calls the latest model calls asked for and no tool span took yet (a tool span without
         #: arguments takes the requested ones, as in the trajectory).
-        self._requests: deque[Request] = deque(maxlen=_REQUESTS_KEPT)
+        self._requests: list[Request] = []
         self.run = RunSoFar()
         self.agent: str | None = None
 
@@ -178,6 +177,8 @@ class RunTracker:
             return None
         run.llm_calls += 1
         self._requests.extend(requested(r))
+        if len(self._requests) > _REQUESTS_KEPT:
+            del self._requests[: len(self._requests) - _REQUESTS_KEPT]
         if r.error:
             run.errors += 1
         if r.usage is not None:

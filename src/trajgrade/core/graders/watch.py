@@ -14,7 +14,6 @@ call the trajectory only infers, such as a delegation with no tool span, is not 
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -90,14 +89,17 @@ class Repetitions:
     blocks counted, a shorter period first on a tie, as ``repetition.longest_repetition`` counts them.
     """
 
-    __slots__ = ("_matched", "_recent", "_same", "steps")
+    __slots__ = ("_keep", "_matched", "_recent", "_same", "steps")
 
     def __init__(self, max_period: int, same: Callable[[Any, Any], bool], keep: int = 64) -> None:
         self._same = same
-        self._recent: deque[Any] = deque(maxlen=max_period)
+        # Lists, not deques: an open run holds one of these for each repetition check, and a deque's first
+        # block alone is over 500 bytes.
+        self._recent: list[Any] = []
         self._matched = [0] * (max_period + 1)
+        self._keep = keep
         #: The last ``keep`` calls' steps (the evidence of a repetition, its latest calls).
-        self.steps: deque[Step] = deque(maxlen=keep)
+        self.steps: list[Step] = []
 
     def add(self, item: Any, step: Step) -> tuple[int, int]:
         best = (1, 1)
@@ -111,9 +113,13 @@ class Repetitions:
             if occurrences > best[0]:
                 best = (occurrences, period)
         recent.append(item)
+        if len(recent) >= len(matched):
+            del recent[0]
         self.steps.append(step)
+        if len(self.steps) > self._keep:
+            del self.steps[0]
         return best
 
     def last(self, n: int) -> list[Step]:
         """The steps of the last ``n`` calls (fewer when fewer are kept)."""
-        return list(self.steps)[-n:] if n > 0 else []
+        return self.steps[-n:] if n > 0 else []

@@ -1,0 +1,124 @@
+"""What trajgrade costs an agent's process, everything included: the span hooks, assembling each run, grading it
+on the worker thread when its root ends, and emitting its results (the evaluation span and its events, metrics).
+
+Each round creates ``RUNS`` agent runs of a root and ``SPANS - 1`` tool spans (ten GenAI attributes each, as
+``bench_hot_path.py`` makes them) under a provider with nothing else (``sdk``, the baseline), and under the
+same with ``GradingSpanProcessor`` and ``every_grader.yaml`` (its defaults: in-flight checks on); the clock stops
+after ``force_flush`` returns, so every run has been graded and its results emitted. Configurations alternate
+in shuffled order; the figure is the median over rounds of the per-round ratio (target: at most 1.25x).
+
+Reported beside it, in the same process: the per-span hook alone (the runs' spans with grading never due
+during the timed loop: ``bench_hot_path.py`` measures it at length), and the grading of one run on the worker:
+normalizing its spans, rebuilding the trajectory and every grader of the config.
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import statistics
+import sys
+import time
+import timeit
+from pathlib import Path
+
+from _common import ROOT, Figure, print_table
+from bench_hot_path import attributes
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from trajgrade import GradingSpanProcessor, load_config
+from trajgrade.core.running import grade_run
+from trajgrade.core.spans import SdkSpan
+from trajgrade.core.trajectory import build_trajectories, normalize
+
+CONFIG = Path(ROOT / "benchmarks" / "every_grader.yaml")
+SPANS = 50
+RUNS = 20
+ROUNDS = int(__import__("os").environ.get("BENCH_IN_AGENT_ROUNDS", "40"))
+ATTRS = [attributes(i) for i in range(SPANS - 1)]
+ROOT_ATTRS = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "bench"}
+
+
+def make_runs(provider: TracerProvider, runs: int = RUNS) -> None:
+    tracer = provider.get_tracer("bench")
+    for _ in range(runs):
+        with tracer.start_as_current_span("invoke_agent bench", attributes=ROOT_ATTRS):
+            for attrs in ATTRS:
+                with tracer.start_as_current_span("execute_tool search", attributes=attrs):
+                    pass
+
+
+def everything_figures() -> list[Figure]:
+    bare = TracerProvider()
+    graded = TracerProvider()
+    processor = GradingSpanProcessor(load_config(CONFIG))
+    graded.add_span_processor(processor)
+
+    def timed(name: str) -> float:
+        t0 = time.perf_counter()
+        if name == "sdk":
+            make_runs(bare)
+        else:
+            make_runs(graded)
+            processor.force_flush()
+        return time.perf_counter() - t0
+
+    names = ["sdk", "trajgrade"]
+    for name in names:
+        timed(name)  # warm-up
+    seconds: dict[str, list[float]] = {name: [] for name in names}
+    rng = random.Random(11)
+    for _ in range(ROUNDS):
+        rng.shuffle(names)
+        for name in names:
+            gc.collect()
+            seconds[name].append(timed(name))
+    graded.shutdown()
+    ratio = statistics.median(t / b for t, b in zip(seconds["trajgrade"], seconds["sdk"], strict=True))
+    per_run = {name: statistics.median(s) / RUNS * 1e3 for name, s in seconds.items()}
+    return [
+        Figure(
+            f"in the agent, everything included: {SPANS}-span runs graded with every_grader.yaml",
+            ratio,
+            "x",
+            "<= 1.25x",
+            ratio <= 1.25,
+            1.0,
+            f"SDK alone, {per_run['sdk']:.2f} ms/run; trajgrade {per_run['trajgrade']:.2f} ms/run",
+        )
+    ]
+
+
+def grading_figure() -> Figure:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    make_runs(provider, 1)
+    spans = exporter.get_finished_spans()
+    config = load_config(CONFIG)
+
+    def grade_one() -> None:
+        (run,) = build_trajectories([normalize(SdkSpan(s)) for s in spans])
+        grade_run(config, run)
+
+    n = 200
+    seconds = min(timeit.repeat(grade_one, number=n, repeat=5)) / n
+    return Figure(
+        f"  of which on the worker: normalize + rebuild + grade one {SPANS}-span run",
+        seconds * 1e3,
+        "ms",
+        "-",
+        True,
+    )
+
+
+def figures() -> list[Figure]:
+    return [*everything_figures(), grading_figure()]
+
+
+if __name__ == "__main__":
+    figs = figures()
+    print_table(figs)
+    sys.exit(0 if all(f.ok for f in figs) else 1)
