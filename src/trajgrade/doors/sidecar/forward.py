@@ -41,13 +41,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from trajgrade.doors.sidecar.wire import split_request
 
-__all__ = ["Batch", "Forwarder"]
+__all__ = ["RETRY_HTTP", "Batch", "Forwarder", "HttpPost"]
 
 logger = logging.getLogger(__name__)
 
 _EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 _PROTOBUF = "application/x-protobuf"
-_RETRY_HTTP = frozenset({429, 502, 503, 504})
+RETRY_HTTP = frozenset({429, 502, 503, 504})
 MAX_SEND_SPANS = 8192
 #: Merged requests stay under this many bytes: gRPC servers refuse messages over 4 MiB (4,194,304) by default.
 MAX_SEND_BYTES = 4_000_000
@@ -113,7 +113,7 @@ def _retry_info(error: grpc.RpcError) -> bool:
     return False
 
 
-class _Post:
+class HttpPost:
     """POSTs protobuf bodies to a plain-HTTP URL on one keep-alive connection (what the sender thread needs of
     an HTTP client, and no more); a connection the server closed while idle is opened again once."""
 
@@ -303,7 +303,7 @@ class Forwarder:
         if parts.scheme in ("http", "https"):
             path = parts.path.rstrip("/")
             url = target.rstrip("/") if path.endswith("/v1/traces") else f"{target.rstrip('/')}/v1/traces"
-            post = _Post(url, self._timeout) if parts.scheme == "http" else _session_post(url, self._timeout)
+            post = HttpPost(url, self._timeout) if parts.scheme == "http" else _session_post(url, self._timeout)
 
             def send_http(batch: Batch) -> tuple[str | None, Outcome]:
                 try:
@@ -314,7 +314,7 @@ class Forwarder:
                     return None, Outcome.SENT
                 if status == 413:
                     return "HTTP 413", Outcome.TOO_LARGE
-                return f"HTTP {status}", Outcome.RETRY if status in _RETRY_HTTP else Outcome.REFUSED
+                return f"HTTP {status}", Outcome.RETRY if status in RETRY_HTTP else Outcome.REFUSED
 
             return send_http
         if parts.scheme == "grpc":
