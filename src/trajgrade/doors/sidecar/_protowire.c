@@ -1073,6 +1073,24 @@ static PyObject *encode_result_fields(PyObject *module, PyObject *args) {
     return out;
 }
 
+static PyObject *encode_attributes(PyObject *module, PyObject *args) {
+    PyObject *attributes;
+    unsigned int field;
+    if (!PyArg_ParseTuple(args, "O!I:encode_attributes", &PyDict_Type, &attributes, &field)) return NULL;
+    if (field == 0 || field > 536870911u) {
+        PyErr_SetString(PyExc_ValueError, "field must be a protobuf field number");
+        return NULL;
+    }
+    Out o = {0};
+    if (put_attributes(&o, field, attributes) < 0) {
+        PyMem_Free(o.data);
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(o.data ? o.data : "", o.len);
+    PyMem_Free(o.data);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"read_request", read_request, METH_VARARGS,
      "read_request(body, keys=None, prefixes=()) -> list[Span]\n\n"
@@ -1089,6 +1107,10 @@ static PyMethodDef methods[] = {
      "Span fields: one event named event_name at time_unix_nano per dict of attributes in events, then the\n"
      "attributes. Values as protobuf's Python API sets an AnyValue: bool, int, float, str, list or tuple of\n"
      "those, anything else as its str()."},
+    {"encode_attributes", encode_attributes, METH_VARARGS,
+     "encode_attributes(attributes, field) -> bytes\n\n"
+     "One KeyValue per item of attributes, each as field number field of the enclosing message; values as\n"
+     "encode_result_fields encodes them."},
     {NULL, NULL, 0, NULL},
 };
 

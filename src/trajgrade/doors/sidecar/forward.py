@@ -23,6 +23,7 @@ bytes (below gRPC's default 4 MiB message limit). What the target answers decide
 from __future__ import annotations
 
 import enum
+import http.client
 import itertools
 import logging
 import threading
@@ -40,12 +41,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from trajgrade.doors.sidecar.wire import split_request
 
-__all__ = ["Batch", "Forwarder"]
+__all__ = ["RETRY_HTTP", "Batch", "Forwarder", "HttpPost"]
 
 logger = logging.getLogger(__name__)
 
 _EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-_RETRY_HTTP = frozenset({429, 502, 503, 504})
+_PROTOBUF = "application/x-protobuf"
+RETRY_HTTP = frozenset({429, 502, 503, 504})
 MAX_SEND_SPANS = 8192
 #: Merged requests stay under this many bytes: gRPC servers refuse messages over 4 MiB (4,194,304) by default.
 MAX_SEND_BYTES = 4_000_000
@@ -109,6 +111,52 @@ def _retry_info(error: grpc.RpcError) -> bool:
                 return False
             return any(d.type_url.endswith("/" + _RETRY_INFO) for d in status.details)
     return False
+
+
+class HttpPost:
+    """POSTs protobuf bodies to a plain-HTTP URL on one keep-alive connection (what the sender thread needs of
+    an HTTP client, and no more); a connection the server closed while idle is opened again once."""
+
+    def __init__(self, url: str, timeout_s: float) -> None:
+        parts = urlsplit(url)
+        self._path = parts.path or "/"
+        self._headers = {"Content-Type": _PROTOBUF, "Host": parts.netloc}
+        self._conn = http.client.HTTPConnection(parts.hostname or "localhost", parts.port or 80, timeout=timeout_s)
+        self._used = False  # the connection carried a request before: the server may have closed it since
+
+    def __call__(self, body: bytes) -> int:
+        """The response's status."""
+        try:
+            return self._send(body)
+        except (OSError, http.client.HTTPException):
+            self._conn.close()
+            if not self._used:
+                raise
+        self._used = False
+        try:
+            return self._send(body)
+        except (OSError, http.client.HTTPException):
+            self._conn.close()
+            raise
+
+    def _send(self, body: bytes) -> int:
+        self._conn.request("POST", self._path, body, self._headers)
+        response = self._conn.getresponse()
+        response.read()
+        self._used = not response.will_close
+        if response.will_close:
+            self._conn.close()
+        return response.status
+
+
+def _session_post(url: str, timeout_s: float) -> Callable[[bytes], int]:
+    """POSTs to an HTTPS URL through requests (its certificate bundle and proxy settings)."""
+    session = requests.Session()
+
+    def post(body: bytes) -> int:
+        return session.post(url, data=body, headers={"Content-Type": _PROTOBUF}, timeout=timeout_s).status_code
+
+    return post
 
 
 class Forwarder:
@@ -255,23 +303,18 @@ class Forwarder:
         if parts.scheme in ("http", "https"):
             path = parts.path.rstrip("/")
             url = target.rstrip("/") if path.endswith("/v1/traces") else f"{target.rstrip('/')}/v1/traces"
-            session = requests.Session()
+            post = HttpPost(url, self._timeout) if parts.scheme == "http" else _session_post(url, self._timeout)
 
             def send_http(batch: Batch) -> tuple[str | None, Outcome]:
                 try:
-                    r = session.post(
-                        url,
-                        data=batch.body,
-                        headers={"Content-Type": "application/x-protobuf"},
-                        timeout=self._timeout,
-                    )
-                except requests.RequestException as e:
+                    status = post(batch.body)
+                except (OSError, http.client.HTTPException, requests.RequestException) as e:
                     return f"{type(e).__name__}", Outcome.RETRY
-                if 200 <= r.status_code < 300:
+                if 200 <= status < 300:
                     return None, Outcome.SENT
-                if r.status_code == 413:
+                if status == 413:
                     return "HTTP 413", Outcome.TOO_LARGE
-                return f"HTTP {r.status_code}", Outcome.RETRY if r.status_code in _RETRY_HTTP else Outcome.REFUSED
+                return f"HTTP {status}", Outcome.RETRY if status in RETRY_HTTP else Outcome.REFUSED
 
             return send_http
         if parts.scheme == "grpc":
