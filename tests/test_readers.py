@@ -7,13 +7,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
+from conftest import FIXTURES, fixture_files
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
+from trajgrade.core import readers
 from trajgrade.core.readers import read_bytes
 from trajgrade.doors.cli import main
 from trajgrade.exceptions import TraceDecodeError
@@ -309,16 +312,16 @@ field_names = st.sampled_from(
 
 
 @st.composite
-def mutated_requests(draw: st.DrawFn) -> Any:
+def mutated_requests(draw: st.DrawFn, values: st.SearchStrategy[Any] = json_values) -> Any:
     """A valid request with one value somewhere replaced by arbitrary JSON."""
-    req = request(b64=draw(st.booleans()))
+    req = request(b64=draw(st.booleans()), int_as_number=draw(st.booleans()), enum_names=draw(st.booleans()))
     node: Any = req
     path = [("resourceSpans", 0), ("scopeSpans", 0), ("spans", draw(st.integers(0, 2)))]
     for key, idx in path[: draw(st.integers(0, 3))]:
         node = node[key][idx]
     key = draw(field_names)
     if isinstance(node, dict):
-        node[key] = draw(json_values)
+        node[key] = draw(values)
     return req
 
 
@@ -350,3 +353,86 @@ def _run_cli_on(data: bytes) -> None:
         assert err.getvalue().startswith(f"trajgrade: {f.name}")
         assert "Traceback" not in err.getvalue()
     json.loads(out.getvalue())
+
+
+# --- orjson and the plain shape read as json and the reference reader do ----------------------------------------
+def _reading(data: bytes, reader: Any) -> Any:
+    """Every field of every span a reader gives, or the message it raises."""
+    try:
+        spans = reader(data, "in.json")
+    except TraceDecodeError as e:
+        return str(e)
+    return [
+        (
+            *(getattr(s, f) for f in s.__slots__ if f != "events"),
+            [(e.name, e.time_unix_nano, e.attributes) for e in s.events],
+        )
+        for s in spans
+    ]
+
+
+def _reads_as_the_reference(data: bytes) -> None:
+    reference = _reading(data, readers._read_json_reference)
+    reading = _reading(data, readers._read_json)
+    assert reading == reference
+    assert repr(reading) == repr(reference)  # exactly: 1 == 1.0 in Python, but they are not the same reading
+
+
+@pytest.mark.parametrize("path", fixture_files(), ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_every_fixture_is_read_in_the_plain_shape(path: Path) -> None:
+    data = path.read_bytes()
+    assert readers._plain_spans(orjson.loads(data)) is not None  # what makes files fast to read
+    _reads_as_the_reference(data)
+
+
+def _value_request(value: Any) -> bytes:
+    return json.dumps(
+        {"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": TRACE, "spanId": ROOT, "attributes": [value]}]}]}]}
+    ).encode()
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        # integers past 64 bits, which orjson decodes as floats and json as integers
+        _value_request({"key": "a", "value": {"stringValue": 123456789012345678901234567890}}),
+        _value_request({"key": "a", "value": {"bytesValue": -9223372036854775809}}),
+        _value_request({"key": "a", "value": {"doubleValue": 18446744073709551616}}),
+        _value_request({"key": "a", "value": {"doubleValue": 1e20}}),
+        _value_request({"key": "a", "value": {"intValue": 1 << 64}}),
+        _value_request({"key": "a", "value": {"arrayValue": {"values": [{"doubleValue": 9 * 10**30}]}}}),
+        _span_with(startTimeUnixNano=1 << 64),
+        _span_with(kind=1 << 70),
+        _span_with(status={"code": 2, "message": 10**25}),
+        _span_with(events=[{"name": 10**25, "timeUnixNano": "5"}]),
+        b"[123456789012345678901234567890]",
+        # what only json decodes
+        _span_with(attributes=[{"key": "a", "value": {"doubleValue": float("nan")}}]),
+        _value_request({"key": "a", "value": {"stringValue": "\ud800"}}),
+        # JSON Lines, good and bad, and one object over several lines
+        (json.dumps(request()) + "\n\n" + json.dumps(request(b64=True)) + "\n").encode(),
+        (json.dumps(request()) + "\n" + json.dumps(request())[:-1] + "\n").encode(),
+        (json.dumps(request()) + "\n" + json.dumps(request(), indent=1)).encode(),
+        json.dumps(request(), indent=2).encode(),
+        # other shapes the reference reader takes
+        json.dumps([request(), request(enum_names=True)]).encode(),
+        json.dumps({"resource_spans": request()["resourceSpans"]}).encode(),
+        _span_with(attributes=[{"key": "a", "value": {"string_value": "x", "intValue": "3"}}]),
+        _span_with(parentSpanId="", parent_span_id=ROOT),
+    ],
+)
+def test_orjson_reads_as_json(payload: bytes) -> None:
+    _reads_as_the_reference(payload)
+
+
+big_numbers = st.one_of(
+    st.integers(min_value=-(1 << 70), max_value=1 << 70),
+    st.integers(min_value=10**18, max_value=10**25),
+    st.floats(allow_nan=False, allow_infinity=False),
+)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(mutated_requests(values=st.one_of(json_values, big_numbers, st.fixed_dictionaries({"intValue": big_numbers}))))
+def test_mutated_otlp_json_reads_as_json(req: Any) -> None:
+    _reads_as_the_reference(json.dumps(req).encode())

@@ -12,20 +12,21 @@ Problems raise :class:`~trajgrade.exceptions.TraceDecodeError` naming the source
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from google.protobuf.message import DecodeError
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+import orjson
 
 from trajgrade.core.spans import JsonSpan, SpanEvent, SpanView, decode_id, iter_proto_request, make_event
 from trajgrade.exceptions import TraceDecodeError
 
-__all__ = ["parse_json_request", "parse_proto_request", "read_bytes", "read_path"]
+__all__ = ["collection_paused", "parse_json_request", "parse_proto_request", "read_bytes", "read_path"]
 
 _KIND_NAMES = {
     "SPAN_KIND_UNSPECIFIED": 0,
@@ -81,6 +82,9 @@ def read_bytes(data: bytes, source: str) -> list[SpanView]:
 
 def parse_proto_request(data: bytes, source: str) -> list[SpanView]:
     """Spans of a binary protobuf ``ExportTraceServiceRequest``."""
+    from google.protobuf.message import DecodeError
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
     request = trace_service_pb2.ExportTraceServiceRequest()
     try:
         request.ParseFromString(data)
@@ -93,6 +97,59 @@ def parse_proto_request(data: bytes, source: str) -> list[SpanView]:
 
 
 def _read_json(data: bytes, source: str) -> list[SpanView]:
+    """The spans of a JSON or JSON Lines payload.
+
+    orjson decodes it and :func:`_plain_spans` reads it when every span has the plain shape instrumentations
+    write, in which both decoders give the same values; anything else (bad JSON, other shapes, numbers orjson
+    reads as floats where :mod:`json` gives integers) is read again by the reference reader, :mod:`json` and
+    :func:`parse_json_request`, which names the problem.
+    """
+    with collection_paused():
+        try:
+            spans = _plain_spans(orjson.loads(data))
+        except orjson.JSONDecodeError:
+            spans = _plain_json_lines(data) if b"\n" in data else None
+        if spans is not None:
+            return spans
+    return _read_json_reference(data, source)
+
+
+@contextmanager
+def collection_paused() -> Iterator[None]:
+    """The cyclic garbage collector off, as while trace data is decoded and rebuilt into millions of objects
+    that form no cycle (it would walk them again and again as they are made); back on after, if it was on."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _plain_json_lines(data: bytes) -> list[SpanView] | None:
+    """The spans of JSON Lines (split as :func:`_read_json_lines` splits them) whose every line orjson decodes
+    into plain spans; ``None`` otherwise."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) < 2:
+        return None  # one line orjson cannot decode whole: the reference reader names why
+    spans: list[SpanView] = []
+    for line in lines:
+        try:
+            more = _plain_spans(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            return None
+        if more is None:
+            return None
+        spans += more
+    return spans
+
+
+def _read_json_reference(data: bytes, source: str) -> list[SpanView]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -358,6 +415,181 @@ def _kvlist(inner: Any, where: str, depth: int) -> Any:
 
 def _bytes(inner: Any, where: str, depth: int) -> Any:
     return inner
+
+
+# --- the plain shape -----------------------------------------------------------------------------------------
+# What instrumentations write: the camelCase names, hex or base64 ids, times as strings of digits or integers,
+# attribute values that are strings, integers, booleans, doubles, arrays and key-value lists of them. A request
+# in this shape is read here without naming where each value sits (only the reference reader names problems).
+# Every value read here is one orjson and json decode alike: an integer past 64 bits, which orjson decodes as a
+# float and json as an integer, is read here only as a double (the same to both); anywhere else it leaves the
+# request to the reference reader, as a string, an event name or a status message that is not a string does.
+class _NotPlain(Exception):
+    """A value outside the plain shape: the request is read by the reference reader."""
+
+
+def _plain_spans(obj: Any) -> list[SpanView] | None:
+    """The spans of a decoded request, or of a list of them, when all are plain; ``None`` otherwise."""
+    try:
+        if type(obj) is list:
+            spans: list[SpanView] = []
+            for request in obj:
+                spans += _plain_request(request)
+            return spans
+        return _plain_request(obj)
+    except (_NotPlain, _Bad):
+        return None
+
+
+def _plain_request(obj: Any) -> list[SpanView]:
+    if type(obj) is not dict or "resource_spans" in obj:
+        raise _NotPlain
+    resource_spans = obj.get("resourceSpans")
+    if type(resource_spans) is not list:
+        raise _NotPlain
+    spans: list[SpanView] = []
+    for rs in resource_spans:
+        if type(rs) is not dict or "scope_spans" in rs or "instrumentationLibrarySpans" in rs:
+            raise _NotPlain
+        resource = rs.get("resource")
+        if resource is None:
+            resource = {}
+        elif type(resource) is not dict:
+            raise _NotPlain
+        resource_attrs = _plain_attributes(resource.get("attributes"), _RESOURCE_VALUE)
+        scope_spans = rs.get("scopeSpans")
+        for ss in () if scope_spans is None else _plain_list(scope_spans):
+            if type(ss) is not dict or "instrumentationLibrary" in ss:
+                raise _NotPlain
+            scope = ss.get("scope")
+            if scope is None:
+                scope = {}
+            elif type(scope) is not dict:
+                raise _NotPlain
+            scope_name = scope.get("name")
+            if type(scope_name) is not str:
+                scope_name = ""
+            in_scope = ss.get("spans")
+            for span in () if in_scope is None else _plain_list(in_scope):
+                spans.append(_plain_span(span, resource_attrs, scope_name))
+    return spans
+
+
+def _plain_list(value: Any) -> list[Any]:
+    if type(value) is not list:
+        raise _NotPlain
+    return value
+
+
+def _plain_span(obj: Any, resource: Mapping[str, Any], scope: str) -> JsonSpan:
+    if type(obj) is not dict:
+        raise _NotPlain
+    # the shared helpers read what both decoders give alike (strings, integers); their problems (_Bad) are
+    # named by the reference reader
+    trace_id = _id(obj, ("traceId", "trace_id"), 16, "", required=True)
+    span_id = _id(obj, ("spanId", "span_id"), 8, "", required=True)
+    parent = _id(obj, ("parentSpanId", "parent_span_id"), 8, "", required=False)
+    name = obj.get("name", "")
+    if type(name) is not str:
+        raise _NotPlain
+    start = _int(obj, ("startTimeUnixNano", "start_time_unix_nano"), "")
+    end = _int(obj, ("endTimeUnixNano", "end_time_unix_nano"), "") or start
+    flags = _int(obj, ("flags",), "")
+    status = obj.get("status")
+    if status is None:
+        code, message = 0, ""
+    elif type(status) is dict:
+        code = _enum(status.get("code", 0), _STATUS_NAMES, "")
+        message = status.get("message", "")
+        if type(message) is not str:
+            raise _NotPlain
+    else:
+        raise _NotPlain
+    raw_events = obj.get("events")
+    events: tuple[SpanEvent, ...] = ()
+    if raw_events is not None:
+        events = tuple(_plain_event(ev) for ev in _plain_list(raw_events))
+    return JsonSpan(
+        trace_id=trace_id or "",
+        span_id=span_id or "",
+        parent_span_id=parent,
+        parent_is_remote=(bool(flags & 0x200) if parent and flags & 0x100 else None),
+        name=name,
+        kind=_enum(obj.get("kind", 0), _KIND_NAMES, ""),
+        start_unix_nano=start,
+        end_unix_nano=end,
+        status_code=code,
+        status_message=message,
+        attributes=_plain_attributes(obj.get("attributes"), _SPAN_VALUE),
+        events=events,
+        resource_attributes=resource,
+        scope_name=scope,
+    )
+
+
+def _plain_event(ev: Any) -> SpanEvent:
+    if type(ev) is not dict:
+        raise _NotPlain
+    name = ev.get("name", "")
+    if type(name) is not str:
+        raise _NotPlain
+    time = _int(ev, ("timeUnixNano", "time_unix_nano"), "")
+    return make_event(name, time, _plain_attributes(ev.get("attributes"), _EVENT_VALUE))
+
+
+def _plain_attributes(kvs: Any, depth: int) -> dict[str, Any]:
+    if kvs is None:
+        return {}
+    out: dict[str, Any] = {}
+    for kv in _plain_list(kvs):
+        if type(kv) is not dict:
+            raise _NotPlain
+        key = kv.get("key")
+        if type(key) is not str:
+            raise _NotPlain
+        value = kv.get("value")
+        if type(value) is dict and len(value) == 1:
+            text = value.get("stringValue")
+            if type(text) is str:
+                out[key] = text
+                continue
+        out[key] = _plain_value(value, depth)
+    return out
+
+
+def _plain_value(value: Any, depth: int) -> Any:
+    if value is None:
+        return None
+    if type(value) is not dict or depth > MAX_MESSAGE_DEPTH:
+        raise _NotPlain
+    if not value:
+        return None
+    if len(value) != 1:
+        raise _NotPlain
+    ((field, inner),) = value.items()
+    kind = type(inner)
+    if field == "stringValue" and kind is str:
+        return inner
+    if field == "intValue" and (kind is int or (kind is str and _DECIMAL.fullmatch(inner))):
+        number = int(inner)
+        if -(1 << 63) <= number < 1 << 63:
+            return number
+    elif field == "boolValue" and kind is bool:
+        return inner
+    elif field == "doubleValue" and (kind is float or kind is int):
+        return float(inner)  # an integer past 64 bits, a float to orjson, is the same double to both
+    elif field == "arrayValue" and kind is dict:
+        return tuple(_plain_value(v, depth + 2) for v in _plain_list(inner.get("values", [])))
+    elif field == "kvlistValue" and kind is dict:
+        out: dict[str, Any] = {}
+        for kv in _plain_list(inner.get("values", [])):
+            if type(kv) is not dict or type(kv.get("key")) is not str:
+                raise _NotPlain
+            out[kv["key"]] = _plain_value(kv.get("value"), depth + 3)
+        return out
+    elif field == "bytesValue" and kind is str:
+        return inner
+    raise _NotPlain
 
 
 _DECODERS: dict[str, Callable[[Any, str, int], Any]] = {}
