@@ -385,6 +385,15 @@ def test_every_fixture_is_read_in_the_plain_shape(path: Path) -> None:
     _reads_as_the_reference(data)
 
 
+def _spans(*changes: dict[str, Any]) -> bytes:
+    """A request of spans under the root, each changed as given."""
+    spans = [
+        {"traceId": TRACE, "spanId": f"{i + 1:016x}", "parentSpanId": ROOT, "startTimeUnixNano": "5", **change}
+        for i, change in enumerate(changes)
+    ]
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}).encode()
+
+
 def _value_request(value: Any) -> bytes:
     return json.dumps(
         {"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": TRACE, "spanId": ROOT, "attributes": [value]}]}]}]}
@@ -419,6 +428,16 @@ def _value_request(value: Any) -> bytes:
         json.dumps({"resource_spans": request()["resourceSpans"]}).encode(),
         _span_with(attributes=[{"key": "a", "value": {"string_value": "x", "intValue": "3"}}]),
         _span_with(parentSpanId="", parent_span_id=ROOT),
+        # ids read once and remembered by their text: a parent id that is a trace id's text is still wrong
+        _spans({"parentSpanId": ROOT}, {"parentSpanId": TRACE}),
+        _spans(
+            {"traceId": TRACE.upper(), "spanId": ROOT.upper(), "parentSpanId": "0" * 16}, {"parentSpanId": "0" * 16}
+        ),
+        _spans({"spanId": "0" * 16}),
+        _spans({"spanId": ROOT, "parentSpanId": ROOT, "flags": 0x300}, {"traceId": "", "trace_id": TRACE}),
+        _spans({"startTimeUnixNano": "9" * 19, "endTimeUnixNano": "0"}, {"startTimeUnixNano": "9" * 20}),
+        _spans({"kind": 1 << 31, "attributes": [{"key": "n", "value": {"intValue": "9" * 18}}]}),
+        _spans({"attributes": [{"key": "n", "value": {"intValue": "9" * 19}}]}),
     ],
 )
 def test_orjson_reads_as_json(payload: bytes) -> None:

@@ -49,6 +49,9 @@ _TOO_LONG = "invalid JSON: a number of more than 4,300 digits"
 #: A decimal integer as OTLP/JSON writes 64-bit numbers: ASCII digits only (``int()`` also takes "²" and "٣"),
 #: at most 20 of them (``int()`` of thousands of digits is slow, and past 4,300 refused).
 _DECIMAL = re.compile(r"[+-]?[0-9]{1,20}")
+#: A span id as OTLP/JSON writes it, the text that is its own reading.
+_LOWER_HEX = re.compile(r"[0-9a-f]+")
+_ZERO_SPAN_ID = "0" * 16
 
 
 class _Bad(ValueError):
@@ -448,6 +451,8 @@ def _plain_request(obj: Any) -> list[SpanView]:
     if type(resource_spans) is not list:
         raise _NotPlain
     spans: list[SpanView] = []
+    traces: dict[str, str] = {}
+    parents: dict[str, str | None] = {}
     for rs in resource_spans:
         if type(rs) is not dict or "scope_spans" in rs or "instrumentationLibrarySpans" in rs:
             raise _NotPlain
@@ -471,7 +476,7 @@ def _plain_request(obj: Any) -> list[SpanView]:
                 scope_name = ""
             in_scope = ss.get("spans")
             for span in () if in_scope is None else _plain_list(in_scope):
-                spans.append(_plain_span(span, resource_attrs, scope_name))
+                spans.append(_plain_span(span, resource_attrs, scope_name, traces, parents))
     return spans
 
 
@@ -481,21 +486,46 @@ def _plain_list(value: Any) -> list[Any]:
     return value
 
 
-def _plain_span(obj: Any, resource: Mapping[str, Any], scope: str) -> JsonSpan:
+def _plain_span(
+    obj: Any, resource: Mapping[str, Any], scope: str, traces: dict[str, str], parents: dict[str, str | None]
+) -> JsonSpan:
+    """A span; ``traces`` and ``parents`` hold the trace and parent ids read so far by their text (a run's spans
+    share them)."""
     if type(obj) is not dict:
         raise _NotPlain
-    # the shared helpers read what both decoders give alike (strings, integers); their problems (_Bad) are
-    # named by the reference reader
-    trace_id = _id(obj, ("traceId", "trace_id"), 16, "", required=True)
-    span_id = _id(obj, ("spanId", "span_id"), 8, "", required=True)
-    parent = _id(obj, ("parentSpanId", "parent_span_id"), 8, "", required=False)
-    name = obj.get("name", "")
+    # The usual forms are read inline; the rest by the shared helpers, which read what both decoders give alike
+    # (strings, integers) and whose problems (_Bad) the reference reader names.
+    get = obj.get
+    text = get("traceId")
+    trace_id = traces.get(text) if type(text) is str else None
+    if trace_id is None:
+        trace_id = _id(obj, ("traceId", "trace_id"), 16, "", required=True) or ""
+        if type(text) is str and text:
+            traces[text] = trace_id
+    text = get("spanId")
+    if type(text) is str and len(text) == 16 and _LOWER_HEX.fullmatch(text) and text != _ZERO_SPAN_ID:
+        span_id: str | None = text
+    else:
+        span_id = _id(obj, ("spanId", "span_id"), 8, "", required=True)
+    text = get("parentSpanId")
+    if type(text) is str and text in parents:
+        parent = parents[text]
+    else:
+        parent = _id(obj, ("parentSpanId", "parent_span_id"), 8, "", required=False)
+        if type(text) is str and text:
+            parents[text] = parent
+    name = get("name", "")
     if type(name) is not str:
         raise _NotPlain
-    start = _int(obj, ("startTimeUnixNano", "start_time_unix_nano"), "")
-    end = _int(obj, ("endTimeUnixNano", "end_time_unix_nano"), "") or start
-    flags = _int(obj, ("flags",), "")
-    status = obj.get("status")
+    start = _plain_time(get("startTimeUnixNano"))
+    if start is None:
+        start = _int(obj, ("startTimeUnixNano", "start_time_unix_nano"), "")
+    end = _plain_time(get("endTimeUnixNano"))
+    if end is None:
+        end = _int(obj, ("endTimeUnixNano", "end_time_unix_nano"), "")
+    end = end or start
+    flags = _int(obj, ("flags",), "") if "flags" in obj else 0
+    status = get("status")
     if status is None:
         code, message = 0, ""
     elif type(status) is dict:
@@ -505,26 +535,36 @@ def _plain_span(obj: Any, resource: Mapping[str, Any], scope: str) -> JsonSpan:
             raise _NotPlain
     else:
         raise _NotPlain
-    raw_events = obj.get("events")
+    kind = get("kind", 0)
+    if type(kind) is not int or not -(1 << 31) <= kind < 1 << 31:
+        kind = _enum(kind, _KIND_NAMES, "")
+    raw_events = get("events")
     events: tuple[SpanEvent, ...] = ()
     if raw_events is not None:
         events = tuple(_plain_event(ev) for ev in _plain_list(raw_events))
     return JsonSpan(
-        trace_id=trace_id or "",
+        trace_id=trace_id,
         span_id=span_id or "",
         parent_span_id=parent,
         parent_is_remote=(bool(flags & 0x200) if parent and flags & 0x100 else None),
         name=name,
-        kind=_enum(obj.get("kind", 0), _KIND_NAMES, ""),
+        kind=kind,
         start_unix_nano=start,
         end_unix_nano=end,
         status_code=code,
         status_message=message,
-        attributes=_plain_attributes(obj.get("attributes"), _SPAN_VALUE),
+        attributes=_plain_attributes(get("attributes"), _SPAN_VALUE),
         events=events,
         resource_attributes=resource,
         scope_name=scope,
     )
+
+
+def _plain_time(value: Any) -> int | None:
+    """A time as a string of at most 19 ASCII digits (below 2**64), or ``None`` for the shared helper to read."""
+    if type(value) is str and 0 < len(value) < 20 and value.isascii() and value.isdigit():
+        return int(value)
+    return None
 
 
 def _plain_event(ev: Any) -> SpanEvent:
@@ -552,6 +592,10 @@ def _plain_attributes(kvs: Any, depth: int) -> dict[str, Any]:
             text = value.get("stringValue")
             if type(text) is str:
                 out[key] = text
+                continue
+            text = value.get("intValue")
+            if type(text) is str and 0 < len(text) < 19 and text.isascii() and text.isdigit():
+                out[key] = int(text)
                 continue
         out[key] = _plain_value(value, depth)
     return out
