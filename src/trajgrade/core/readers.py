@@ -12,12 +12,10 @@ Problems raise :class:`~trajgrade.exceptions.TraceDecodeError` naming the source
 
 from __future__ import annotations
 
-import gc
 import json
 import re
 import sys
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +24,7 @@ import orjson
 from trajgrade.core.spans import JsonSpan, SpanEvent, SpanView, decode_id, iter_proto_request, make_event
 from trajgrade.exceptions import TraceDecodeError
 
-__all__ = ["collection_paused", "parse_json_request", "parse_proto_request", "read_bytes", "read_path"]
+__all__ = ["parse_json_request", "parse_proto_request", "read_bytes", "read_path"]
 
 _KIND_NAMES = {
     "SPAN_KIND_UNSPECIFIED": 0,
@@ -107,27 +105,13 @@ def _read_json(data: bytes, source: str) -> list[SpanView]:
     reads as floats where :mod:`json` gives integers) is read again by the reference reader, :mod:`json` and
     :func:`parse_json_request`, which names the problem.
     """
-    with collection_paused():
-        try:
-            spans = _plain_spans(orjson.loads(data))
-        except orjson.JSONDecodeError:
-            spans = _plain_json_lines(data) if b"\n" in data else None
-        if spans is not None:
-            return spans
-    return _read_json_reference(data, source)
-
-
-@contextmanager
-def collection_paused() -> Iterator[None]:
-    """The cyclic garbage collector off, as while trace data is decoded and rebuilt into millions of objects
-    that form no cycle (it would walk them again and again as they are made); back on after, if it was on."""
-    was_enabled = gc.isenabled()
-    gc.disable()
     try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
+        spans = _plain_spans(orjson.loads(data))
+    except orjson.JSONDecodeError:
+        spans = _plain_json_lines(data) if b"\n" in data else None
+    if spans is not None:
+        return spans
+    return _read_json_reference(data, source)
 
 
 def _plain_json_lines(data: bytes) -> list[SpanView] | None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trajgrade.core.collector import RunCollector, is_own, is_root
-from trajgrade.core.readers import NOT_TRACE_DATA, collection_paused, read_path
+from trajgrade.core.readers import NOT_TRACE_DATA, read_path
 from trajgrade.core.trajectory import SpanRecord, Trajectory, normalize
 from trajgrade.core.trajectory.cost import Price
 from trajgrade.exceptions import TraceDecodeError
@@ -44,34 +44,33 @@ def read_runs(paths: Sequence[str], prices: Mapping[str, Price] | None = None) -
     """The runs in ``paths`` in root start order, and the problems to report: a file that cannot be read, and
     input that held spans but gave no run. Runs are made as every door makes them (:mod:`trajgrade.core.collector`):
     a trace whose root is not among the spans read is a partial run."""
-    with collection_paused():
-        collector: RunCollector[SpanRecord, str] = RunCollector(max_traces=2**62, max_spans_per_trace=2**62)
-        seen: set[tuple[str, str]] = set()
-        first_file: dict[str, str] = {}  # where each trace was first seen: the file of a run whose root is missing
-        spans_read = 0
-        problems: list[str] = []
-        for path, in_directory in expand_paths(paths):
-            try:
-                spans = read_path(path)
-            except TraceDecodeError as e:
-                if not (in_directory and e.problem.endswith(NOT_TRACE_DATA)):  # a directory's other JSON files
-                    problems.append(str(e))
+    collector: RunCollector[SpanRecord, str] = RunCollector(max_traces=2**62, max_spans_per_trace=2**62)
+    seen: set[tuple[str, str]] = set()
+    first_file: dict[str, str] = {}  # where each trace was first seen: the file of a run whose root is missing
+    spans_read = 0
+    problems: list[str] = []
+    for path, in_directory in expand_paths(paths):
+        try:
+            spans = read_path(path)
+        except TraceDecodeError as e:
+            if not (in_directory and e.problem.endswith(NOT_TRACE_DATA)):  # a directory's other JSON files
+                problems.append(str(e))
+            continue
+        for span in spans:
+            spans_read += 1
+            if (span.trace_id, span.span_id) in seen:
+                continue  # the same span read twice (a file given twice): once is enough
+            seen.add((span.trace_id, span.span_id))
+            first_file.setdefault(span.trace_id, path)
+            if is_own(span.scope_name):
                 continue
-            for span in spans:
-                spans_read += 1
-                if (span.trace_id, span.span_id) in seen:
-                    continue  # the same span read twice (a file given twice): once is enough
-                seen.add((span.trace_id, span.span_id))
-                first_file.setdefault(span.trace_id, path)
-                if is_own(span.scope_name):
-                    continue
-                root = is_root(span.parent_span_id, span.parent_is_remote)
-                record = normalize(span, keep_attributes=root)
-                if root:
-                    collector.root(span.trace_id, record, path)
-                else:
-                    collector.add(span.trace_id, record)
-        located = [FileRun(run.payload or "-", run.trajectory(prices)) for run in collector.close() if run.is_run]
+            root = is_root(span.parent_span_id, span.parent_is_remote)
+            record = normalize(span, keep_attributes=root)
+            if root:
+                collector.root(span.trace_id, record, path)
+            else:
+                collector.add(span.trace_id, record)
+    located = [FileRun(run.payload or "-", run.trajectory(prices)) for run in collector.close() if run.is_run]
     located.sort(key=lambda r: (r.trajectory.start_unix_nano, r.trajectory.trace_id, r.trajectory.root_span_id))
     if spans_read and not located:
         problems.append(f"{', '.join(paths)}: {spans_read} span(s) read, but no run among them")

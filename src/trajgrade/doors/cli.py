@@ -34,16 +34,24 @@ def _trajectories(paths: Sequence[str], prices: dict[str, Price] | None = None) 
 
 
 def _read_for_life(paths: Sequence[str], prices: Mapping[str, Price] | None = None) -> tuple[list[FileRun], list[str]]:
-    """The runs in ``paths`` (:func:`~trajgrade.core.runfiles.read_runs`), kept out of the cyclic garbage
-    collector's walks until the command ends (:func:`main` lets them go): they live as long, and every collection
-    would walk every object of every run. In a process that keeps objects out already, the collector sees them."""
-    from trajgrade.core.readers import collection_paused
+    """The runs in ``paths`` (:func:`~trajgrade.core.runfiles.read_runs`), read with the cyclic garbage collector
+    off and then kept out of its walks until the command ends (:func:`main` lets them go).
+
+    Reading decodes JSON and rebuilds runs into millions of objects that form no cycle and live until the
+    command ends: the collector would walk them again and again as they are made, and at every collection after.
+    In a process that keeps objects out of its walks already, the collector sees them as it sees the rest.
+    """
     from trajgrade.core.runfiles import read_runs
 
-    with collection_paused():
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
         read = read_runs(paths, prices)
         if not gc.get_freeze_count():
             gc.freeze()
+    finally:
+        if enabled:
+            gc.enable()
     return read
 
 
