@@ -281,6 +281,24 @@ def test_cli_reads_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capture
     assert json.loads(capsys.readouterr().out)["runs"][0]["summary"]["tool_names"] == ["lookup"]
 
 
+def test_cli_leaves_the_garbage_collector_as_it_found_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The command keeps the runs it read out of the collector's walks while it runs, and lets them go after."""
+    import gc
+
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(request()))
+    assert gc.isenabled() and not gc.get_freeze_count()
+    assert main(["trajectory", str(good), "--format", "json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["runs"]) == 1
+    assert gc.isenabled() and not gc.get_freeze_count()
+    gc.disable()
+    try:
+        assert main(["trajectory", str(good), "--format", "json"]) == 0
+        assert not gc.isenabled() and not gc.get_freeze_count()
+    finally:
+        gc.enable()
+
+
 # --- hypothesis: malformed input of any kind is exit 2 with a message, never a traceback ------------------
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
