@@ -7,13 +7,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
+from conftest import FIXTURES, fixture_files
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
+from trajgrade.core import readers
 from trajgrade.core.readers import read_bytes
 from trajgrade.doors.cli import main
 from trajgrade.exceptions import TraceDecodeError
@@ -278,6 +281,24 @@ def test_cli_reads_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capture
     assert json.loads(capsys.readouterr().out)["runs"][0]["summary"]["tool_names"] == ["lookup"]
 
 
+def test_cli_leaves_the_garbage_collector_as_it_found_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The command keeps the runs it read out of the collector's walks while it runs, and lets them go after."""
+    import gc
+
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(request()))
+    assert gc.isenabled() and not gc.get_freeze_count()
+    assert main(["trajectory", str(good), "--format", "json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["runs"]) == 1
+    assert gc.isenabled() and not gc.get_freeze_count()
+    gc.disable()
+    try:
+        assert main(["trajectory", str(good), "--format", "json"]) == 0
+        assert not gc.isenabled() and not gc.get_freeze_count()
+    finally:
+        gc.enable()
+
+
 # --- hypothesis: malformed input of any kind is exit 2 with a message, never a traceback ------------------
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
@@ -309,16 +330,16 @@ field_names = st.sampled_from(
 
 
 @st.composite
-def mutated_requests(draw: st.DrawFn) -> Any:
+def mutated_requests(draw: st.DrawFn, values: st.SearchStrategy[Any] = json_values) -> Any:
     """A valid request with one value somewhere replaced by arbitrary JSON."""
-    req = request(b64=draw(st.booleans()))
+    req = request(b64=draw(st.booleans()), int_as_number=draw(st.booleans()), enum_names=draw(st.booleans()))
     node: Any = req
     path = [("resourceSpans", 0), ("scopeSpans", 0), ("spans", draw(st.integers(0, 2)))]
     for key, idx in path[: draw(st.integers(0, 3))]:
         node = node[key][idx]
     key = draw(field_names)
     if isinstance(node, dict):
-        node[key] = draw(json_values)
+        node[key] = draw(values)
     return req
 
 
@@ -350,3 +371,105 @@ def _run_cli_on(data: bytes) -> None:
         assert err.getvalue().startswith(f"trajgrade: {f.name}")
         assert "Traceback" not in err.getvalue()
     json.loads(out.getvalue())
+
+
+# --- orjson and the plain shape read as json and the reference reader do ----------------------------------------
+def _reading(data: bytes, reader: Any) -> Any:
+    """Every field of every span a reader gives, or the message it raises."""
+    try:
+        spans = reader(data, "in.json")
+    except TraceDecodeError as e:
+        return str(e)
+    return [
+        (
+            *(getattr(s, f) for f in s.__slots__ if f != "events"),
+            [(e.name, e.time_unix_nano, e.attributes) for e in s.events],
+        )
+        for s in spans
+    ]
+
+
+def _reads_as_the_reference(data: bytes) -> None:
+    reference = _reading(data, readers._read_json_reference)
+    reading = _reading(data, readers._read_json)
+    assert reading == reference
+    assert repr(reading) == repr(reference)  # exactly: 1 == 1.0 in Python, but they are not the same reading
+
+
+@pytest.mark.parametrize("path", fixture_files(), ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_every_fixture_is_read_in_the_plain_shape(path: Path) -> None:
+    data = path.read_bytes()
+    assert readers._plain_spans(orjson.loads(data)) is not None  # what makes files fast to read
+    _reads_as_the_reference(data)
+
+
+def _spans(*changes: dict[str, Any]) -> bytes:
+    """A request of spans under the root, each changed as given."""
+    spans = [
+        {"traceId": TRACE, "spanId": f"{i + 1:016x}", "parentSpanId": ROOT, "startTimeUnixNano": "5", **change}
+        for i, change in enumerate(changes)
+    ]
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}).encode()
+
+
+def _value_request(value: Any) -> bytes:
+    return json.dumps(
+        {"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": TRACE, "spanId": ROOT, "attributes": [value]}]}]}]}
+    ).encode()
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        # integers past 64 bits, which orjson decodes as floats and json as integers
+        _value_request({"key": "a", "value": {"stringValue": 123456789012345678901234567890}}),
+        _value_request({"key": "a", "value": {"bytesValue": -9223372036854775809}}),
+        _value_request({"key": "a", "value": {"doubleValue": 18446744073709551616}}),
+        _value_request({"key": "a", "value": {"doubleValue": 1e20}}),
+        _value_request({"key": "a", "value": {"intValue": 1 << 64}}),
+        _value_request({"key": "a", "value": {"arrayValue": {"values": [{"doubleValue": 9 * 10**30}]}}}),
+        _span_with(startTimeUnixNano=1 << 64),
+        _span_with(kind=1 << 70),
+        _span_with(status={"code": 2, "message": 10**25}),
+        _span_with(events=[{"name": 10**25, "timeUnixNano": "5"}]),
+        b"[123456789012345678901234567890]",
+        # what only json decodes
+        _span_with(attributes=[{"key": "a", "value": {"doubleValue": float("nan")}}]),
+        _value_request({"key": "a", "value": {"stringValue": "\ud800"}}),
+        # JSON Lines, good and bad, and one object over several lines
+        (json.dumps(request()) + "\n\n" + json.dumps(request(b64=True)) + "\n").encode(),
+        (json.dumps(request()) + "\n" + json.dumps(request())[:-1] + "\n").encode(),
+        (json.dumps(request()) + "\n" + json.dumps(request(), indent=1)).encode(),
+        json.dumps(request(), indent=2).encode(),
+        # other shapes the reference reader takes
+        json.dumps([request(), request(enum_names=True)]).encode(),
+        json.dumps({"resource_spans": request()["resourceSpans"]}).encode(),
+        _span_with(attributes=[{"key": "a", "value": {"string_value": "x", "intValue": "3"}}]),
+        _span_with(parentSpanId="", parent_span_id=ROOT),
+        # ids read once and remembered by their text: a parent id that is a trace id's text is still wrong
+        _spans({"parentSpanId": ROOT}, {"parentSpanId": TRACE}),
+        _spans(
+            {"traceId": TRACE.upper(), "spanId": ROOT.upper(), "parentSpanId": "0" * 16}, {"parentSpanId": "0" * 16}
+        ),
+        _spans({"spanId": "0" * 16}),
+        _spans({"spanId": ROOT, "parentSpanId": ROOT, "flags": 0x300}, {"traceId": "", "trace_id": TRACE}),
+        _spans({"startTimeUnixNano": "9" * 19, "endTimeUnixNano": "0"}, {"startTimeUnixNano": "9" * 20}),
+        _spans({"kind": 1 << 31, "attributes": [{"key": "n", "value": {"intValue": "9" * 18}}]}),
+        _spans({"attributes": [{"key": "n", "value": {"intValue": "9" * 19}}]}),
+    ],
+)
+def test_orjson_reads_as_json(payload: bytes) -> None:
+    _reads_as_the_reference(payload)
+
+
+big_numbers = st.one_of(
+    st.integers(min_value=-(1 << 70), max_value=1 << 70),
+    st.integers(min_value=10**18, max_value=10**25),
+    st.floats(allow_nan=False, allow_infinity=False),
+)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(mutated_requests(values=st.one_of(json_values, big_numbers, st.fixed_dictionaries({"intValue": big_numbers}))))
+def test_mutated_otlp_json_reads_as_json(req: Any) -> None:
+    _reads_as_the_reference(json.dumps(req).encode())

@@ -19,8 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from google.protobuf.message import DecodeError
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+import orjson
 
 from trajgrade.core.spans import JsonSpan, SpanEvent, SpanView, decode_id, iter_proto_request, make_event
 from trajgrade.exceptions import TraceDecodeError
@@ -48,6 +47,9 @@ _TOO_LONG = "invalid JSON: a number of more than 4,300 digits"
 #: A decimal integer as OTLP/JSON writes 64-bit numbers: ASCII digits only (``int()`` also takes "²" and "٣"),
 #: at most 20 of them (``int()`` of thousands of digits is slow, and past 4,300 refused).
 _DECIMAL = re.compile(r"[+-]?[0-9]{1,20}")
+#: A span id as OTLP/JSON writes it, the text that is its own reading.
+_LOWER_HEX = re.compile(r"[0-9a-f]+")
+_ZERO_SPAN_ID = "0" * 16
 
 
 class _Bad(ValueError):
@@ -81,6 +83,9 @@ def read_bytes(data: bytes, source: str) -> list[SpanView]:
 
 def parse_proto_request(data: bytes, source: str) -> list[SpanView]:
     """Spans of a binary protobuf ``ExportTraceServiceRequest``."""
+    from google.protobuf.message import DecodeError
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
     request = trace_service_pb2.ExportTraceServiceRequest()
     try:
         request.ParseFromString(data)
@@ -93,6 +98,45 @@ def parse_proto_request(data: bytes, source: str) -> list[SpanView]:
 
 
 def _read_json(data: bytes, source: str) -> list[SpanView]:
+    """The spans of a JSON or JSON Lines payload.
+
+    orjson decodes it and :func:`_plain_spans` reads it when every span has the plain shape instrumentations
+    write, in which both decoders give the same values; anything else (bad JSON, other shapes, numbers orjson
+    reads as floats where :mod:`json` gives integers) is read again by the reference reader, :mod:`json` and
+    :func:`parse_json_request`, which names the problem.
+    """
+    try:
+        spans = _plain_spans(orjson.loads(data))
+    except orjson.JSONDecodeError:
+        spans = _plain_json_lines(data) if b"\n" in data else None
+    if spans is not None:
+        return spans
+    return _read_json_reference(data, source)
+
+
+def _plain_json_lines(data: bytes) -> list[SpanView] | None:
+    """The spans of JSON Lines (split as :func:`_read_json_lines` splits them) whose every line orjson decodes
+    into plain spans; ``None`` otherwise."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) < 2:
+        return None  # one line orjson cannot decode whole: the reference reader names why
+    spans: list[SpanView] = []
+    for line in lines:
+        try:
+            more = _plain_spans(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            return None
+        if more is None:
+            return None
+        spans += more
+    return spans
+
+
+def _read_json_reference(data: bytes, source: str) -> list[SpanView]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -358,6 +402,222 @@ def _kvlist(inner: Any, where: str, depth: int) -> Any:
 
 def _bytes(inner: Any, where: str, depth: int) -> Any:
     return inner
+
+
+# --- the plain shape -----------------------------------------------------------------------------------------
+# What instrumentations write: the camelCase names, hex or base64 ids, times as strings of digits or integers,
+# attribute values that are strings, integers, booleans, doubles, arrays and key-value lists of them. A request
+# in this shape is read here without naming where each value sits (only the reference reader names problems).
+# Every value read here is one orjson and json decode alike: an integer past 64 bits, which orjson decodes as a
+# float and json as an integer, is read here only as a double (the same to both); anywhere else it leaves the
+# request to the reference reader, as a string, an event name or a status message that is not a string does.
+class _NotPlain(Exception):
+    """A value outside the plain shape: the request is read by the reference reader."""
+
+
+def _plain_spans(obj: Any) -> list[SpanView] | None:
+    """The spans of a decoded request, or of a list of them, when all are plain; ``None`` otherwise."""
+    try:
+        if type(obj) is list:
+            spans: list[SpanView] = []
+            for request in obj:
+                spans += _plain_request(request)
+            return spans
+        return _plain_request(obj)
+    except (_NotPlain, _Bad):
+        return None
+
+
+def _plain_request(obj: Any) -> list[SpanView]:
+    if type(obj) is not dict or "resource_spans" in obj:
+        raise _NotPlain
+    resource_spans = obj.get("resourceSpans")
+    if type(resource_spans) is not list:
+        raise _NotPlain
+    spans: list[SpanView] = []
+    traces: dict[str, str] = {}
+    parents: dict[str, str | None] = {}
+    for rs in resource_spans:
+        if type(rs) is not dict or "scope_spans" in rs or "instrumentationLibrarySpans" in rs:
+            raise _NotPlain
+        resource = rs.get("resource")
+        if resource is None:
+            resource = {}
+        elif type(resource) is not dict:
+            raise _NotPlain
+        resource_attrs = _plain_attributes(resource.get("attributes"), _RESOURCE_VALUE)
+        scope_spans = rs.get("scopeSpans")
+        for ss in () if scope_spans is None else _plain_list(scope_spans):
+            if type(ss) is not dict or "instrumentationLibrary" in ss:
+                raise _NotPlain
+            scope = ss.get("scope")
+            if scope is None:
+                scope = {}
+            elif type(scope) is not dict:
+                raise _NotPlain
+            scope_name = scope.get("name")
+            if type(scope_name) is not str:
+                scope_name = ""
+            in_scope = ss.get("spans")
+            for span in () if in_scope is None else _plain_list(in_scope):
+                spans.append(_plain_span(span, resource_attrs, scope_name, traces, parents))
+    return spans
+
+
+def _plain_list(value: Any) -> list[Any]:
+    if type(value) is not list:
+        raise _NotPlain
+    return value
+
+
+def _plain_span(
+    obj: Any, resource: Mapping[str, Any], scope: str, traces: dict[str, str], parents: dict[str, str | None]
+) -> JsonSpan:
+    """A span; ``traces`` and ``parents`` hold the trace and parent ids read so far by their text (a run's spans
+    share them)."""
+    if type(obj) is not dict:
+        raise _NotPlain
+    # The usual forms are read inline; the rest by the shared helpers, which read what both decoders give alike
+    # (strings, integers) and whose problems (_Bad) the reference reader names.
+    get = obj.get
+    text = get("traceId")
+    trace_id = traces.get(text) if type(text) is str else None
+    if trace_id is None:
+        trace_id = _id(obj, ("traceId", "trace_id"), 16, "", required=True) or ""
+        if type(text) is str and text:
+            traces[text] = trace_id
+    text = get("spanId")
+    if type(text) is str and len(text) == 16 and _LOWER_HEX.fullmatch(text) and text != _ZERO_SPAN_ID:
+        span_id: str | None = text
+    else:
+        span_id = _id(obj, ("spanId", "span_id"), 8, "", required=True)
+    text = get("parentSpanId")
+    if type(text) is str and text in parents:
+        parent = parents[text]
+    else:
+        parent = _id(obj, ("parentSpanId", "parent_span_id"), 8, "", required=False)
+        if type(text) is str and text:
+            parents[text] = parent
+    name = get("name", "")
+    if type(name) is not str:
+        raise _NotPlain
+    start = _plain_time(get("startTimeUnixNano"))
+    if start is None:
+        start = _int(obj, ("startTimeUnixNano", "start_time_unix_nano"), "")
+    end = _plain_time(get("endTimeUnixNano"))
+    if end is None:
+        end = _int(obj, ("endTimeUnixNano", "end_time_unix_nano"), "")
+    end = end or start
+    flags = _int(obj, ("flags",), "") if "flags" in obj else 0
+    status = get("status")
+    if status is None:
+        code, message = 0, ""
+    elif type(status) is dict:
+        code = _enum(status.get("code", 0), _STATUS_NAMES, "")
+        message = status.get("message", "")
+        if type(message) is not str:
+            raise _NotPlain
+    else:
+        raise _NotPlain
+    kind = get("kind", 0)
+    if type(kind) is not int or not -(1 << 31) <= kind < 1 << 31:
+        kind = _enum(kind, _KIND_NAMES, "")
+    raw_events = get("events")
+    events: tuple[SpanEvent, ...] = ()
+    if raw_events is not None:
+        events = tuple(_plain_event(ev) for ev in _plain_list(raw_events))
+    return JsonSpan(
+        trace_id=trace_id,
+        span_id=span_id or "",
+        parent_span_id=parent,
+        parent_is_remote=(bool(flags & 0x200) if parent and flags & 0x100 else None),
+        name=name,
+        kind=kind,
+        start_unix_nano=start,
+        end_unix_nano=end,
+        status_code=code,
+        status_message=message,
+        attributes=_plain_attributes(get("attributes"), _SPAN_VALUE),
+        events=events,
+        resource_attributes=resource,
+        scope_name=scope,
+    )
+
+
+def _plain_time(value: Any) -> int | None:
+    """A time as a string of at most 19 ASCII digits (below 2**64), or ``None`` for the shared helper to read."""
+    if type(value) is str and 0 < len(value) < 20 and value.isascii() and value.isdigit():
+        return int(value)
+    return None
+
+
+def _plain_event(ev: Any) -> SpanEvent:
+    if type(ev) is not dict:
+        raise _NotPlain
+    name = ev.get("name", "")
+    if type(name) is not str:
+        raise _NotPlain
+    time = _int(ev, ("timeUnixNano", "time_unix_nano"), "")
+    return make_event(name, time, _plain_attributes(ev.get("attributes"), _EVENT_VALUE))
+
+
+def _plain_attributes(kvs: Any, depth: int) -> dict[str, Any]:
+    if kvs is None:
+        return {}
+    out: dict[str, Any] = {}
+    for kv in _plain_list(kvs):
+        if type(kv) is not dict:
+            raise _NotPlain
+        key = kv.get("key")
+        if type(key) is not str:
+            raise _NotPlain
+        value = kv.get("value")
+        if type(value) is dict and len(value) == 1:
+            text = value.get("stringValue")
+            if type(text) is str:
+                out[key] = text
+                continue
+            text = value.get("intValue")
+            if type(text) is str and 0 < len(text) < 19 and text.isascii() and text.isdigit():
+                out[key] = int(text)
+                continue
+        out[key] = _plain_value(value, depth)
+    return out
+
+
+def _plain_value(value: Any, depth: int) -> Any:
+    if value is None:
+        return None
+    if type(value) is not dict or depth > MAX_MESSAGE_DEPTH:
+        raise _NotPlain
+    if not value:
+        return None
+    if len(value) != 1:
+        raise _NotPlain
+    ((field, inner),) = value.items()
+    kind = type(inner)
+    if field == "stringValue" and kind is str:
+        return inner
+    if field == "intValue" and (kind is int or (kind is str and _DECIMAL.fullmatch(inner))):
+        number = int(inner)
+        if -(1 << 63) <= number < 1 << 63:
+            return number
+    elif field == "boolValue" and kind is bool:
+        return inner
+    elif field == "doubleValue" and (kind is float or kind is int):
+        return float(inner)  # an integer past 64 bits, a float to orjson, is the same double to both
+    elif field == "arrayValue" and kind is dict:
+        return tuple(_plain_value(v, depth + 2) for v in _plain_list(inner.get("values", [])))
+    elif field == "kvlistValue" and kind is dict:
+        out: dict[str, Any] = {}
+        for kv in _plain_list(inner.get("values", [])):
+            if type(kv) is not dict or type(kv.get("key")) is not str:
+                raise _NotPlain
+            out[kv["key"]] = _plain_value(kv.get("value"), depth + 3)
+        return out
+    elif field == "bytesValue" and kind is str:
+        return inner
+    raise _NotPlain
 
 
 _DECODERS: dict[str, Callable[[Any, str, int], Any]] = {}

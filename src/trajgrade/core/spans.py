@@ -16,11 +16,12 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Iterator, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from opentelemetry.proto.common.v1 import common_pb2
-from opentelemetry.proto.trace.v1 import trace_pb2
-from opentelemetry.sdk.trace import ReadableSpan
+if TYPE_CHECKING:  # types only: reading files and rebuilding runs loads neither protobuf nor the SDK
+    from opentelemetry.proto.common.v1 import common_pb2
+    from opentelemetry.proto.trace.v1 import trace_pb2
+    from opentelemetry.sdk.trace import ReadableSpan
 
 __all__ = ["JsonSpan", "ProtoSpan", "SdkSpan", "SpanEvent", "SpanView"]
 

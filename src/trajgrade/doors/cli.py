@@ -7,15 +7,17 @@ no run, or a bad config (the other inputs are still read and printed).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from trajgrade.exceptions import ConfigError
 from trajgrade.version import __version__
 
 if TYPE_CHECKING:  # the commands import what they use, so that `trajgrade --version` loads nothing
+    from trajgrade.core.runfiles import FileRun
     from trajgrade.core.running import RunReport
     from trajgrade.core.trajectory import Trajectory
     from trajgrade.core.trajectory.cost import Price
@@ -27,10 +29,30 @@ FORMATS = ("text", "json", "junit", "markdown", "html")
 
 def _trajectories(paths: Sequence[str], prices: dict[str, Price] | None = None) -> tuple[list[Trajectory], list[str]]:
     """The runs in ``paths``, and the problems to report (input that held spans but gave no run is one)."""
+    runs, problems = _read_for_life(paths, prices)
+    return [r.trajectory for r in runs], problems
+
+
+def _read_for_life(paths: Sequence[str], prices: Mapping[str, Price] | None = None) -> tuple[list[FileRun], list[str]]:
+    """The runs in ``paths`` (:func:`~trajgrade.core.runfiles.read_runs`), read with the cyclic garbage collector
+    off and then kept out of its walks until the command ends (:func:`main` lets them go).
+
+    Reading decodes JSON and rebuilds runs into millions of objects that form no cycle and live until the
+    command ends: the collector would walk them again and again as they are made, and at every collection after.
+    In a process that keeps objects out of its walks already, the collector sees them as it sees the rest.
+    """
     from trajgrade.core.runfiles import read_runs
 
-    runs, problems = read_runs(paths, prices)
-    return [r.trajectory for r in runs], problems
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        read = read_runs(paths, prices)
+        if not gc.get_freeze_count():
+            gc.freeze()
+    finally:
+        if enabled:
+            gc.enable()
+    return read
 
 
 def _print_problems(problems: Sequence[str]) -> None:
@@ -96,7 +118,6 @@ def _write_reports(reports: Sequence[tuple[str, RunReport]], fmt: str, output: s
 
 def cmd_grade(args: argparse.Namespace) -> int:
     from trajgrade.core.config_loading import load_config
-    from trajgrade.core.runfiles import read_runs
     from trajgrade.core.running import grade_run
 
     try:
@@ -104,7 +125,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"trajgrade: {e}", file=sys.stderr)
         return 2
-    runs, problems = read_runs(args.paths, dict(config.prices))
+    runs, problems = _read_for_life(args.paths, dict(config.prices))
     reports = [(run.path, grade_run(config, run.trajectory)) for run in runs]
     _write_reports(reports, args.format, args.output)
     _print_problems(problems)
@@ -121,7 +142,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from trajgrade.core.compare import match_runs
     from trajgrade.core.config_loading import load_config
     from trajgrade.core.graders.baseline import BaselineConfig, against
-    from trajgrade.core.runfiles import read_runs
     from trajgrade.core.running import RunReport, grade_run
 
     try:
@@ -145,7 +165,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(f"trajgrade: {e}", file=sys.stderr)
         return 2
     baseline = tolerance.runs
-    candidate, problems = read_runs(args.candidate, dict(config.prices) if config else None)
+    candidate, problems = _read_for_life(args.candidate, dict(config.prices) if config else None)
     try:
         pairs, unmatched, missing = match_runs(baseline, candidate, args.key)
     except ValueError as e:
@@ -398,12 +418,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    nothing_frozen = not gc.get_freeze_count()
     try:
         return int(args.func(args))
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt:
         return 130
+    finally:
+        if nothing_frozen:
+            gc.unfreeze()  # what the command kept out of collections, when called in a longer-lived process
 
 
 if __name__ == "__main__":

@@ -170,7 +170,7 @@ def _build(
             turn += 1
             asked = asked_by[r.span_id]
             requests.ask(asked, turn)
-            requested = tuple(call[0] for call in asked if call[0] is not None)
+            call_ids = tuple(call[0] for call in asked if call[0] is not None)
             cost = r.cost_usd if r.cost_usd is not None else call_cost(r.model, r.provider, r.usage, prices)
             if cost is None and r.usage is None and r.error:
                 cost = 0.0  # a failed request that reports no usage counts nothing (see summary.run_summary)
@@ -193,7 +193,7 @@ def _build(
                     response_id=r.response_id,
                     usage=r.usage,
                     cost_usd=cost,
-                    requested_tool_call_ids=requested,
+                    requested_tool_call_ids=call_ids,
                     depth=node.depth,
                 )
             )
