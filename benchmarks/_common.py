@@ -21,6 +21,20 @@ os.chdir(ROOT)  # every_grader.yaml names its baseline run by a path from the re
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 TOOLS = ("search", "read_file", "list_items", "get_weather", "write_file")
+#: The tools' definitions, as the run's first model call carries them.
+TOOL_DEFINITIONS = json.dumps(
+    [
+        {
+            "type": "function",
+            "name": name,
+            "parameters": {
+                "type": "object",
+                "properties": {"query": {"type": "string"}, "page": {"type": "integer"}},
+            },
+        }
+        for name in TOOLS
+    ]
+)
 
 
 @dataclass
@@ -67,19 +81,6 @@ def synthetic_records(steps: int, *, trace: str = TRACE) -> list[SpanRecord]:
         agent_name="bench",
         attributes={},
     )
-    defs = json.dumps(
-        [
-            {
-                "type": "function",
-                "name": name,
-                "parameters": {
-                    "type": "object",
-                    "properties": {"query": {"type": "string"}, "page": {"type": "integer"}},
-                },
-            }
-            for name in TOOLS
-        ]
-    )
     records = [root]
     for i in range(steps):
         span_id = f"{i + 2:016x}"
@@ -99,7 +100,7 @@ def synthetic_records(steps: int, *, trace: str = TRACE) -> list[SpanRecord]:
                     provider="openai",
                     usage=Usage(input_tokens=100 + i, output_tokens=20),
                     requested_tool_calls=((f"call_{i + 1}", TOOLS[((i + 1) // 2) % len(TOOLS)], MISSING),),
-                    tool_definitions=defs if i == 0 else None,
+                    tool_definitions=TOOL_DEFINITIONS if i == 0 else None,
                 )
             )
         else:
@@ -158,19 +159,6 @@ def synthetic_otlp(steps: int, *, trace: str = TRACE) -> dict[str, Any]:
             [_attr("gen_ai.operation.name", "invoke_agent"), _attr("gen_ai.agent.name", "bench")],
         )
     ]
-    definitions = json.dumps(
-        [
-            {
-                "type": "function",
-                "name": name,
-                "parameters": {
-                    "type": "object",
-                    "properties": {"query": {"type": "string"}, "page": {"type": "integer"}},
-                },
-            }
-            for name in TOOLS
-        ]
-    )
     for i in range(steps):
         start = t0 + i * 1_000_000
         if i % 2 == 0:
@@ -185,7 +173,7 @@ def synthetic_otlp(steps: int, *, trace: str = TRACE) -> dict[str, Any]:
                 _attr("gen_ai.output.messages", json.dumps([{"role": "assistant", "parts": [call]}])),
             ]
             if i == 0:
-                attrs.append(_attr("gen_ai.tool.definitions", definitions))
+                attrs.append(_attr("gen_ai.tool.definitions", TOOL_DEFINITIONS))
             spans.append(span(i + 2, "chat gpt-4o-mini", start, start + 900_000, attrs))
         else:
             name = TOOLS[(i // 2) % len(TOOLS)]
