@@ -440,21 +440,13 @@ def _plain_request(obj: Any) -> list[SpanView]:
     for rs in resource_spans:
         if type(rs) is not dict or "scope_spans" in rs or "instrumentationLibrarySpans" in rs:
             raise _NotPlain
-        resource = rs.get("resource")
-        if resource is None:
-            resource = {}
-        elif type(resource) is not dict:
-            raise _NotPlain
+        resource = _plain_dict(rs.get("resource"))
         resource_attrs = _plain_attributes(resource.get("attributes"), _RESOURCE_VALUE)
         scope_spans = rs.get("scopeSpans")
         for ss in () if scope_spans is None else _plain_list(scope_spans):
             if type(ss) is not dict or "instrumentationLibrary" in ss:
                 raise _NotPlain
-            scope = ss.get("scope")
-            if scope is None:
-                scope = {}
-            elif type(scope) is not dict:
-                raise _NotPlain
+            scope = _plain_dict(ss.get("scope"))
             scope_name = scope.get("name")
             if type(scope_name) is not str:
                 scope_name = ""
@@ -462,6 +454,15 @@ def _plain_request(obj: Any) -> list[SpanView]:
             for span in () if in_scope is None else _plain_list(in_scope):
                 spans.append(_plain_span(span, resource_attrs, scope_name, traces, parents))
     return spans
+
+
+def _plain_dict(value: Any) -> dict[str, Any]:
+    """An optional object: absent is empty."""
+    if value is None:
+        return {}
+    if type(value) is not dict:
+        raise _NotPlain
+    return value
 
 
 def _plain_list(value: Any) -> list[Any]:

@@ -67,14 +67,7 @@ def run_grader(grader: Grader, trajectory: Trajectory, timeout_s: float = DEFAUL
         return _timeout(grader, str(e))
     except Exception as e:  # a grader bug must not take the run's other results with it
         logger.exception("grader %s (%s) failed on trace %s", grader.name, grader.type, trajectory.trace_id)
-        return GraderResult(
-            name=grader.name,
-            type=grader.type,
-            status="error",
-            score=0.0,
-            explanation=f"internal error in the grader: {type(e).__name__}: {e}",
-            error_type="internal",
-        )
+        return _error(grader, f"internal error in the grader: {type(e).__name__}: {e}", "internal")
     finally:
         _running.timeout_s = outer
     elapsed = time.perf_counter() - started
@@ -90,13 +83,13 @@ def run_children(graders: Sequence[Grader], trajectory: Trajectory) -> list[Grad
 
 
 def _timeout(grader: Grader, why: str) -> GraderResult:
+    return _error(grader, f"over its time budget: {why}", "timeout")
+
+
+def _error(grader: Grader, explanation: str, error_type: str) -> GraderResult:
+    """The result of a grader that could not judge the run."""
     return GraderResult(
-        name=grader.name,
-        type=grader.type,
-        status="error",
-        score=0.0,
-        explanation=f"over its time budget: {why}",
-        error_type="timeout",
+        name=grader.name, type=grader.type, status="error", score=0.0, explanation=explanation, error_type=error_type
     )
 
 
