@@ -317,6 +317,7 @@ def test_faults_never_reach_the_agent(no_reraise: None, reader: InMemoryMetricRe
         for _ in range(500):
             root = tracer.start_span("invoke_agent flood")
             tracer.start_span("chat x", context=set_span_in_context(root)).end()
+        provider.force_flush()  # the spans put so far are taken in (else within check_interval_s)
         active = metric_points(reader, "trajgrade.traces.active")
         assert active and active[0].value <= 50
         dropped = {p.attributes["trajgrade.reason"]: p.value for p in metric_points(reader, "trajgrade.traces.dropped")}
@@ -326,7 +327,8 @@ def test_faults_never_reach_the_agent(no_reraise: None, reader: InMemoryMetricRe
 
 
 def test_hot_path_keeps_what_sdk_parts_keeps() -> None:
-    """on_end buffers a child as the parts ``sdk_parts`` defines, in its order, without copying its attributes."""
+    """on_end puts a child in the inbox; it is buffered as the parts ``sdk_parts`` defines, in its order, without
+    copying its attributes."""
     from trajgrade.core.spans import sdk_parts
 
     processor = GradingSpanProcessor(CONFIG, worker=False)
@@ -336,12 +338,56 @@ def test_hot_path_keeps_what_sdk_parts_keeps() -> None:
     with tracer.start_as_current_span("invoke_agent a") as root:
         with tracer.start_as_current_span("execute_tool search", attributes={"gen_ai.tool.name": "search"}) as child:
             child.add_event("exception", {"exception.type": "ValueError"})
+        assert processor._collector.inbox == 1
+        processor._collector.read_inbox()
         buffer = processor._collector._assembler._traces[root.get_span_context().trace_id]
         kept, dropped = list(buffer.records), buffer.dropped_spans
     assert dropped == 0 and len(kept) == 1
     assert isinstance(child, ReadableSpan)
     assert kept[0] == sdk_parts(child)
     assert kept[0][2] == "execute_tool search" and kept[0][7] == {"gen_ai.tool.name": "search"}
+    provider.shutdown()
+
+
+def test_the_inbox_keeps_each_traces_order_and_loses_only_a_span_it_cannot_read(
+    no_reraise: None, reader: InMemoryMetricReader
+) -> None:
+    processor = GradingSpanProcessor(CONFIG, worker=False, meter_provider=MeterProvider(metric_readers=[reader]))
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("test")
+    from opentelemetry.trace import set_span_in_context
+
+    roots = [tracer.start_span(f"invoke_agent {n}") for n in "ab"]
+    for i in range(6):
+        tracer.start_span(f"chat {i}", context=set_span_in_context(roots[i % 2])).end()
+        if i == 2:
+            processor._collector.put(object())  # not a span: its intake fails
+    processor._collector.read_inbox()
+    traces = processor._collector._assembler._traces
+    names = [[parts[2] for parts in traces[r.get_span_context().trace_id].records] for r in roots]
+    assert names == [["chat 0", "chat 2", "chat 4"], ["chat 1", "chat 3", "chat 5"]]
+    errors = metric_points(reader, "trajgrade.internal_errors")
+    assert [p.value for p in errors] == [1]
+    for root in roots:
+        root.end()
+    provider.shutdown()
+
+
+def test_without_a_worker_the_hot_path_reads_the_inbox_past_its_bound(reader: InMemoryMetricReader) -> None:
+    """Nothing else reads the inbox while the root is open: the buffers' bounds still hold, and drops are counted."""
+    processor = GradingSpanProcessor(
+        CONFIG, worker=False, max_spans_per_trace=100, meter_provider=MeterProvider(metric_readers=[reader])
+    )
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("invoke_agent a"):
+        for i in range(1_500):
+            tracer.start_span(f"chat {i}").end()
+        assert processor._collector.inbox < 1_024
+        dropped = {p.attributes["trajgrade.reason"]: p.value for p in metric_points(reader, "trajgrade.traces.dropped")}
+        assert dropped == {"max_spans_per_trace": 1_024 - 100}
     provider.shutdown()
 
 

@@ -9,6 +9,10 @@ its spans here, adapted to span records, and gets runs back, ready to grade. The
 - A root is **held** for ``settle_s`` after it ends, so that spans of its run ending after it (or arriving in a
   later batch) are still in; then its run is **due**. Roots past ``max_pending`` are not held: counted
   ``queue_full`` and passed on ungraded.
+- A door whose spans end on the application's threads **puts** them in an inbox (:meth:`RunCollector.put`: an
+  append, no lock) and gives an ``intake`` that reads one (its trace and what to buffer, or None to leave it
+  out); the inbox is read into the buffers, in order, by whoever uses the collector next (the worker's pass, a
+  root, a check), so the application's thread pays for the append only.
 - With **in-flight checks** (``checks``), :meth:`RunCollector.check_open` reads the spans that ended since the last
   call, once each, and feeds them to their open run's checks (``inflight``); the records it makes are kept, so
   the run is not read twice when it is graded.
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
@@ -92,6 +97,7 @@ class RunCollector(Generic[T, P]):
 
     Args:
         to_record: turns a buffered item into a span record when its run is due (default: items are records).
+        intake: reads an item of the inbox (:meth:`put`): its trace and what to buffer, or None to leave it out.
         settle_s: how long a root is held after it ends before its run is due.
         max_pending: roots held at once; past it a root is passed on ungraded (``queue_full``).
         max_traces, max_spans_per_trace, max_trace_age_s, max_bytes: the buffers' bounds.
@@ -113,8 +119,13 @@ class RunCollector(Generic[T, P]):
         on_error: Callable[[str], None] = lambda error_type: None,
         checks: InFlightChecks | None = None,
         clock: Callable[[], float] = time.monotonic,
+        intake: Callable[[Any], tuple[Hashable, T] | None] | None = None,
     ) -> None:
         self._to_record = to_record
+        self._intake = intake
+        self._inbox: deque[Any] = deque()
+        self._inbox_lock = threading.Lock()  # one reader at a time, so that a trace's items keep their order
+        self.put = self._inbox.append  # the hot path of a door with an intake: appending is all it costs
         self.checks = checks if checks else None
         self._on_error = on_error
         self.settle_s = settle_s
@@ -145,6 +156,30 @@ class RunCollector(Generic[T, P]):
         return self._assembler.size
 
     @property
+    def inbox(self) -> int:
+        """Items put and not read yet."""
+        return len(self._inbox)
+
+    def read_inbox(self) -> None:
+        """Buffer the items put so far (in the order they were put); an item that cannot be read is lost alone,
+        logged and counted."""
+        if not self._inbox or self._intake is None:
+            return
+        intake, inbox = self._intake, self._inbox
+        with self._inbox_lock:
+            admitted = []
+            for _ in range(len(inbox)):
+                item = inbox.popleft()
+                try:
+                    taken = intake(item)
+                except Exception as e:
+                    report_internal_error("collecting a run", e, self._on_error)
+                    continue
+                if taken is not None:
+                    admitted.append((taken[0], taken[1], 0))
+            self._assembler.extend(admitted)
+
+    @property
     def held(self) -> int:
         with self._lock:
             return self._held_count
@@ -163,6 +198,7 @@ class RunCollector(Generic[T, P]):
                 self._held.setdefault(trace, []).append(_Held(make, payload, ready_at, partial))
         if full:
             self._on_drop("queue_full")
+            self.read_inbox()  # the trace's spans put so far are released with it
             self._assembler.pop(trace)
         return not full
 
@@ -171,6 +207,7 @@ class RunCollector(Generic[T, P]):
         in-flight checks; the breaches they found. A span that cannot be read loses its trace's checks only."""
         if self.checks is None:
             return []
+        self.read_inbox()
         breaches: list[Breach] = []
         for buffer in self._assembler.unchecked(trace):
             with buffer.check_lock:
@@ -203,6 +240,7 @@ class RunCollector(Generic[T, P]):
         """The runs whose roots' settle time has passed, then the runs of traces whose root never arrived within
         ``max_trace_age_s`` (checked at most once a second)."""
         now = self._clock() if now is None else now
+        self.read_inbox()
         with self._lock:
             ready = [t for t, hs in self._held.items() if all(h.ready_at <= now for h in hs)]
             taken = [(t, self._held.pop(t)) for t in ready]
@@ -215,6 +253,7 @@ class RunCollector(Generic[T, P]):
 
     def close(self) -> list[CollectedRun[P]]:
         """Every run still held, then every trace still buffered (its root never arrived; ``open_at_shutdown``)."""
+        self.read_inbox()
         with self._lock:
             taken = list(self._held.items())
             self._held.clear()

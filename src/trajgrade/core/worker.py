@@ -114,8 +114,10 @@ class GradingWorker(Generic[P]):
         return stopped
 
     def flush(self, timeout_s: float = 30.0) -> bool:
-        """Wait until no held run is due and no pass is running, grading in this thread when there is no worker."""
+        """Take in the spans put so far, then wait until no held run is due and no pass is running, grading in this
+        thread when there is no worker."""
         deadline = time.monotonic() + timeout_s
+        self._collector.read_inbox()
         if self._thread is None or not self._thread.is_alive():
             self._grade(self._collector.due(float("inf")))
             return True

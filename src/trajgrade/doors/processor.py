@@ -7,10 +7,11 @@ Wiring::
     # beside other processors: results go on a short child span `evaluation {agent}` of the root
     provider.add_span_processor(GradingSpanProcessor(config))
 
-The hot path (``on_end`` of a non-root span) reduces the span to a compact record, appends it under a lock
-and hands the span downstream at once. Only the root waits, and only for grading, which runs on a worker
-thread. Nothing raises into the application; every drop is counted with a reason; ``shutdown`` and
-``force_flush`` follow the SDK's contract, and runs still open at shutdown are graded as partial.
+The hot path (``on_end`` of a non-root span) appends the span to the collector's inbox (no lock, nothing read) and
+hands it downstream at once; the worker reads it, keeping its parts, within ``check_interval_s`` (a second with
+in-flight checks off). Only the root waits, and only for grading, which runs on a worker thread. Nothing raises into
+the application; every drop is counted with a reason; ``shutdown`` and ``force_flush`` follow the SDK's contract,
+and runs still open at shutdown are graded as partial.
 
 In flight, the worker reads the spans of open runs as they end (every ``check_interval_s``) and checks the
 graders that can break before the end (``inflight``). A breach is emitted at once: a ``gen_ai.evaluation.result``
@@ -61,6 +62,8 @@ logger = logging.getLogger(__name__)
 __all__ = ["GradingSpanProcessor"]
 
 _SUPPRESS = otel_context.create_key("suppress_instrumentation")
+#: Without a worker thread, spans put and not read yet past which the hot path reads them.
+_INBOX_READ_AT = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,8 +153,11 @@ class GradingSpanProcessor(SpanProcessor):
             on_drop=self._count_drop,
             on_error=lambda error_type: self._grading.count_internal_error(error_type),
             checks=checks,
+            intake=self._intake,
         )
-        self._add = self._collector.add  # bound once: on_end runs for every span the agent ends
+        # on_end runs for every span the agent ends: bound once. Without a worker thread, nothing reads the inbox
+        # until a root ends, so the hot path reads it past a bound.
+        self._put = self._collector.put if worker else self._put_and_read
         self._grading = Grading(
             config, meter_provider=meter_provider, on_report=on_report, on_breach=on_breach, active=self._active
         )
@@ -200,15 +206,11 @@ class GradingSpanProcessor(SpanProcessor):
                 parent = span._parent  # as in on_start
             except AttributeError:
                 parent = span.parent
-            if self._shutdown:
+            if parent is not None and not parent.is_remote and not self._shutdown:
+                self._put(span)  # the hot path: the worker reads it (``_intake``)
+            elif self._shutdown:
                 if not self._is_own(span):
                     self._count_drop("already_shutdown")
-            elif parent is not None and not parent.is_remote:
-                # The hot path: keep references to the span's parts; normalizing waits for the worker.
-                # (trajgrade's own evaluation span is a child of the root: its name is checked first, it is cheap.)
-                parts = sdk_parts(span)
-                if not (parts[2].startswith(sc.EVALUATION_SPAN_PREFIX) and self._is_own(span)):
-                    self._add(parts[0].trace_id, parts)
             elif not self._is_own(span):
                 held = self._root_ended(span)
         except Exception as e:
@@ -245,6 +247,19 @@ class GradingSpanProcessor(SpanProcessor):
     def _is_own(span: ReadableSpan) -> bool:
         scope = span.instrumentation_scope
         return is_own(scope.name if scope is not None else None)
+
+    def _intake(self, span: ReadableSpan) -> tuple[int, SdkParts] | None:
+        """A span that was put: its trace and the parts kept of it; None for trajgrade's own evaluation span (a
+        child of the root: its name is checked first, it is cheap)."""
+        parts = sdk_parts(span)
+        if parts[2].startswith(sc.EVALUATION_SPAN_PREFIX) and self._is_own(span):
+            return None
+        return parts[0].trace_id, parts
+
+    def _put_and_read(self, span: ReadableSpan) -> None:
+        self._collector.put(span)
+        if self._collector.inbox >= _INBOX_READ_AT:
+            self._collector.read_inbox()
 
     def _active(self) -> int:
         return len(self._collector)
