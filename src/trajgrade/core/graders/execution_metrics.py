@@ -232,6 +232,8 @@ def token_usage(t: Trajectory, c: TokenUsageConfig, name: str) -> GraderResult:
 # --- in flight: each check fails on the span that takes its number past the limit -------------------------------
 def watch_latency(c: LatencyConfig, name: str) -> Watch:
     def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
+        if run.lasted_under(c.max_ms):
+            return None
         ms = round(run.duration_ms, 1)
         if ms <= c.max_ms:
             return None

@@ -264,6 +264,8 @@ def watch_wall_time(c: WallTimeConfig, name: str) -> Watch:
     limit = parse_duration(c.max)
 
     def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
+        if run.lasted_under(limit * 1000):
+            return None
         seconds = round(run.duration_ms / 1000, 3)
         if seconds <= limit:
             return None
