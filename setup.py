@@ -3,7 +3,8 @@
 - The sidecar's OTLP reader and result encoder, in C (``_protowire.c``).
 - The modules every span and every tool call goes through, compiled from their typed Python with mypyc: the
   span records and the trajectory model, normalization, the build (the span tree, tool requests, content,
-  summaries), prices, the loop grader's search, and the in-flight checks' per-span counting.
+  summaries), prices, the loop grader's search, and the in-flight checks' per-span counting, and the
+  views that read a span of the SDK, of protobuf or of OTLP/JSON.
   The same source runs interpreted where it is not compiled; ``make lint`` type-checks it strictly. Here mypy
   only has to type the modules for the compiler, without the project's config (its pydantic plugin) and
   without the runtime dependencies, which the build environment does not have.
@@ -26,12 +27,12 @@ COMPILED = [
     "src/trajgrade/core/graders/repetition.py",
     "src/trajgrade/core/graders/watch.py",
     "src/trajgrade/core/inflight.py",
+    "src/trajgrade/core/spans.py",
 ]
 #: Modules they import whose constants mypyc copies into the compiled code: a change to one rebuilds them too.
 INLINED = [
     "src/trajgrade/core/semconv.py",
     "src/trajgrade/core/content_formats.py",
-    "src/trajgrade/core/spans.py",
 ]
 
 setup(

@@ -391,6 +391,27 @@ def test_without_a_worker_the_hot_path_reads_the_inbox_past_its_bound(reader: In
     provider.shutdown()
 
 
+def test_the_sdk_view_spells_ids_and_reads_status_as_the_public_api_does() -> None:
+    from opentelemetry.trace import SpanContext, Status, StatusCode
+
+    from trajgrade.core.spans import SdkSpan
+
+    provider = TracerProvider()
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("invoke_agent a"):
+        with tracer.start_as_current_span("chat m") as child:
+            child.set_status(Status(StatusCode.ERROR, "boom"))
+    assert isinstance(child, ReadableSpan) and child.parent is not None
+    view = SdkSpan(child)
+    assert view.trace_id == format(child.context.trace_id, "032x")
+    assert view.span_id == format(child.context.span_id, "016x")
+    assert view.parent_span_id == format(child.parent.span_id, "016x")
+    assert (view.status_code, view.status_message, view.kind) == (2, "boom", 1)
+    assert view.resource_attributes["service.name"] == child.resource.attributes["service.name"]
+    odd = ReadableSpan("x", context=SpanContext(trace_id=2**130 + 5, span_id=7, is_remote=False))
+    assert SdkSpan(odd).trace_id == format(2**130 + 5, "032x")  # not an id of the SDK's size: spelled out whole
+
+
 def _one_run(provider: TracerProvider) -> None:
     tracer = provider.get_tracer("app")
     root = tracer.start_span("invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"})

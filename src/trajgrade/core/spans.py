@@ -126,34 +126,36 @@ def sdk_parts(span: ReadableSpan) -> SdkParts:
         )
 
 
+def _hex(n: int, size: int) -> str:
+    """An SDK id as ``size`` bytes of lower-case hex (as ``format(n, "0{2*size}x")``, at a third of its cost)."""
+    try:
+        return n.to_bytes(size, "big").hex()
+    except OverflowError:  # not an id of the SDK's sizes: spelled out whole
+        return format(n, f"0{2 * size}x")
+
+
 class SdkSpan:
     """A view over an SDK ``ReadableSpan``, or over the parts :func:`sdk_parts` kept of one."""
 
     __slots__ = ("_p",)
 
-    def __init__(self, span: ReadableSpan) -> None:
-        self._p = sdk_parts(span)
-
-    @classmethod
-    def of(cls, parts: SdkParts) -> SdkSpan:
-        view = cls.__new__(cls)
-        view._p = parts
-        return view
+    def __init__(self, span: ReadableSpan | SdkParts) -> None:
+        self._p: SdkParts = span if isinstance(span, tuple) else sdk_parts(span)
 
     @property
     def trace_id(self) -> str:
         ctx = self._p[0]
-        return format(ctx.trace_id, "032x") if ctx is not None else "0" * 32
+        return _hex(ctx.trace_id, 16) if ctx is not None else "0" * 32
 
     @property
     def span_id(self) -> str:
         ctx = self._p[0]
-        return format(ctx.span_id, "016x") if ctx is not None else "0" * 16
+        return _hex(ctx.span_id, 8) if ctx is not None else "0" * 16
 
     @property
     def parent_span_id(self) -> str | None:
         parent = self._p[1]
-        return format(parent.span_id, "016x") if parent is not None else None
+        return _hex(parent.span_id, 8) if parent is not None else None
 
     @property
     def parent_is_remote(self) -> bool | None:
@@ -166,7 +168,7 @@ class SdkSpan:
 
     @property
     def kind(self) -> int:
-        return int(self._p[3].value) + 1  # SDK INTERNAL=0 ... OTLP INTERNAL=1
+        return int(self._p[3]._value_) + 1  # SDK INTERNAL=0 ... OTLP INTERNAL=1 (an enum's documented value field)
 
     @property
     def start_unix_nano(self) -> int:
@@ -178,7 +180,7 @@ class SdkSpan:
 
     @property
     def status_code(self) -> int:
-        return int(self._p[6].status_code.value)
+        return int(self._p[6].status_code._value_)
 
     @property
     def status_message(self) -> str:
@@ -191,11 +193,16 @@ class SdkSpan:
 
     @property
     def events(self) -> tuple[SpanEvent, ...]:
-        return tuple(_Event(e.name, e.timestamp, e.attributes or _EMPTY) for e in self._p[8])
+        events = self._p[8]
+        if not events:
+            return ()
+        return tuple(_Event(e.name, e.timestamp, e.attributes or _EMPTY) for e in events)
 
     @property
     def resource_attributes(self) -> Mapping[str, Any]:
-        attributes: Mapping[str, Any] = self._p[9].attributes
+        resource = self._p[9]
+        bounded = getattr(resource, "_attributes", None)  # the SDK's field, and its plain dict: no Python-level get
+        attributes: Mapping[str, Any] = getattr(bounded, "_dict", None) or resource.attributes
         return attributes
 
     @property

@@ -83,7 +83,7 @@ def _flush_at_exit(ref: weakref.ref[GradingSpanProcessor]) -> None:
 
 
 def _record(parts: SdkParts) -> SpanRecord:
-    return normalize(SdkSpan.of(parts), keep_attributes=False)
+    return normalize(SdkSpan(parts), keep_attributes=False)
 
 
 def _root_record(span: ReadableSpan) -> Callable[[], SpanRecord]:
