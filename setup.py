@@ -2,9 +2,9 @@
 
 - The sidecar's OTLP reader and result encoder, in C (``_protowire.c``).
 - The modules every span and every tool call goes through, compiled from their typed Python with mypyc: the
-  span records and the trajectory model, normalization, the build (the span tree, tool requests, content,
-  summaries), prices, the loop grader's search, and the in-flight checks' per-span counting, and the
-  views that read a span of the SDK, of protobuf or of OTLP/JSON.
+  trace file readers and the span views (of the SDK, of protobuf, of OTLP/JSON), the span records and the
+  trajectory model, normalization, the build (the span tree, tool requests, content, summaries), prices, the loop
+  grader's search, and the in-flight checks' per-span counting.
   The same source runs interpreted where it is not compiled; ``make lint`` type-checks it strictly. Here mypy
   only has to type the modules for the compiler, without the project's config (its pydantic plugin) and
   without the runtime dependencies, which the build environment does not have.
@@ -14,6 +14,8 @@ from mypyc.build import mypycify
 from setuptools import Extension, setup
 
 COMPILED = [
+    "src/trajgrade/core/readers.py",
+    "src/trajgrade/core/runfiles.py",
     "src/trajgrade/core/trajectory/model.py",
     "src/trajgrade/core/trajectory/span_shape.py",
     "src/trajgrade/core/trajectory/normalize.py",

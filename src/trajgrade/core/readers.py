@@ -369,6 +369,9 @@ def _integer(inner: Any, where: str, depth: int) -> Any:
 
 
 def _double(inner: Any, where: str, depth: int) -> Any:
+    decoded: object = inner  # the decoder's own object (json's NaN is one object, equal to itself as a reading),
+    if type(inner) is float:  # not one made again from its value (compiled code would, for a variable of type float)
+        return decoded
     if not isinstance(inner, bool) and isinstance(inner, int | float | str):
         try:
             return float(inner)
@@ -511,6 +514,7 @@ def _plain_span(
     end = end or start
     flags = _int(obj, ("flags",), "") if "flags" in obj else 0
     status = get("status")
+    message: Any  # a value of any type until checked (compiled code checks what a variable is declared to hold)
     if status is None:
         code, message = 0, ""
     elif type(status) is dict:

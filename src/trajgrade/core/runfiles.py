@@ -56,12 +56,14 @@ def read_runs(paths: Sequence[str], prices: Mapping[str, Price] | None = None) -
             if not (in_directory and e.problem.endswith(NOT_TRACE_DATA)):  # a directory's other JSON files
                 problems.append(str(e))
             continue
+        spans_read += len(spans)
         for span in spans:
-            spans_read += 1
-            if (span.trace_id, span.span_id) in seen:
+            key = (span.trace_id, span.span_id)
+            if key in seen:
                 continue  # the same span read twice (a file given twice): once is enough
-            seen.add((span.trace_id, span.span_id))
-            first_file.setdefault(span.trace_id, path)
+            seen.add(key)
+            if span.trace_id not in first_file:
+                first_file[span.trace_id] = path
             if is_own(span.scope_name):
                 continue
             root = is_root(span.parent_span_id, span.parent_is_remote)
