@@ -45,28 +45,43 @@ def _delimited(field: int, payload: bytes) -> bytes:
     return _varint(field << 3 | 2) + _varint(len(payload)) + payload
 
 
-def _fixed64(field: int, value: int) -> bytes:
-    return _varint(field << 3 | 1) + value.to_bytes(8, "little")
-
-
 #: trajgrade's instrumentation scope (``ScopeLogs.scope``): its name and version.
 _SCOPE = _delimited(1, _delimited(1, sc.TRAJGRADE_SCOPE.encode()) + _delimited(2, __version__.encode()))
+
+
+# A LogRecord's fields, their tags (and the length of the fixed-size ones) written once.
+_FLAGS = bytes([8 << 3 | 5])  # fixed32
+_TRACE_ID = bytes([9 << 3 | 2, 16])
+_SPAN_ID = bytes([10 << 3 | 2, 8])
+_OBSERVED = bytes([11 << 3 | 1])  # fixed64
+_EVENT_NAMES: dict[str, bytes] = {}
+
+
+def _event_name(name: str | None) -> bytes:
+    if not name:
+        return b""
+    field = _EVENT_NAMES.get(name)
+    if field is None:
+        field = _EVENT_NAMES[name] = _delimited(12, name.encode())
+    return field
 
 
 def _record(event_name: str | None, attributes: dict[str, Any] | None, context: Context | None) -> bytes:
     """A ``LogRecord`` (``ScopeLogs.log_records``) in the context's span, observed now."""
     span = get_current_span(context).get_span_context()
-    parts = [_EMPTY_BODY, encode_attributes(attributes if attributes is not None else {}, 6)]
-    if span.trace_flags:
-        parts.append(_varint(8 << 3 | 5) + int(span.trace_flags).to_bytes(4, "little"))
-    if span.trace_id:
-        parts.append(_delimited(9, span.trace_id.to_bytes(16, "big")))
-    if span.span_id:
-        parts.append(_delimited(10, span.span_id.to_bytes(8, "big")))
-    parts.append(_fixed64(11, time.time_ns()))
-    if event_name:
-        parts.append(_delimited(12, event_name.encode()))
-    return _delimited(2, b"".join(parts))
+    flags = int(span.trace_flags)
+    fields = b"".join(
+        (
+            _EMPTY_BODY,
+            encode_attributes(attributes if attributes is not None else {}, 6),
+            _FLAGS + flags.to_bytes(4, "little") if flags else b"",
+            _TRACE_ID + span.trace_id.to_bytes(16, "big") if span.trace_id else b"",
+            _SPAN_ID + span.span_id.to_bytes(8, "big") if span.span_id else b"",
+            _OBSERVED + time.time_ns().to_bytes(8, "little"),
+            _event_name(event_name),
+        )
+    )
+    return _delimited(2, fields)
 
 
 class _RunEvents:
