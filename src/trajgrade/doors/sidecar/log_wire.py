@@ -12,6 +12,7 @@ would hand the records over to an encoder one at a time.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -108,10 +109,14 @@ class _RunEvents:
 
 class WireEvents:
     """The log events of the sidecar (an :class:`~trajgrade.core.run_logs.EventSink`), to every forwarder. A
-    forwarder without room for a run's events drops them, with a warning."""
+    forwarder without room for a run's events drops them, with a warning (once, until it has room again)."""
 
     def __init__(self, forwarders: Sequence[Forwarder]) -> None:
         self._forwarders = forwarders
+        # Guards room and reservation together (breaches come from the receiving threads, results from the grader's)
+        # and which forwarders are dropping.
+        self._lock = threading.Lock()
+        self._dropping: set[str] = set()
 
     def writer(self, resource: dict[str, Any]) -> EventWriter:
         return _RunEvents(self, _delimited(1, encode_attributes(resource, 1)))
@@ -119,11 +124,19 @@ class WireEvents:
     def send(self, body: bytes, records: int) -> None:
         """Queue a request of ``records`` log records on every forwarder that has room for it."""
         for f in self._forwarders:
-            if f.has_room(records, len(body)):
-                f.reserve(records, len(body))
+            with self._lock:
+                room = f.has_room(records, len(body))
+                if room:
+                    f.reserve(records, len(body))
+                    self._dropping.discard(f.target)
+                elif f.target in self._dropping:
+                    continue
+                else:
+                    self._dropping.add(f.target)
+            if room:
                 f.put(Batch(body, records, len(body)))
             else:
-                logger.warning("trajgrade: %d log event(s) dropped: the queue to %s is full", records, f.target)
+                logger.warning("trajgrade: log events dropped until the queue to %s has room: it is full", f.target)
 
     def flush(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
