@@ -1,64 +1,94 @@
-"""The sidecar's log encoder (sidecar/log_wire.py) against the SDK's OTLP encoder, on records of the real SDK's
-LoggerProvider: the same ExportLogsServiceRequest once parsed, whatever the resources, scopes, contexts and values;
-a value it does not write is left to the SDK's encoder."""
+"""The sidecar's log events (sidecar/log_wire.py, sent by its forwarders) against the same events through the real
+SDK's LoggerProvider and OTLP encoder: the same records, resources and scope once parsed, but the time each record
+was observed; and what a target refuses or cannot take is retried, or dropped with the queue's bound."""
 
 from __future__ import annotations
 
+import pytest
+from infra import sink
 from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs as sdk_encode_logs
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
-from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
+from opentelemetry.proto.logs.v1 import logs_pb2
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
+from test_run_logs import CONFIG, RESOURCE, in_flight
 
-from trajgrade.doors.sidecar.log_wire import encode_logs
+from trajgrade import grade_run
+from trajgrade.core.collector import CollectedRun
+from trajgrade.core.run_logs import RunLogs
+from trajgrade.core.trajectory import build_trajectories
+from trajgrade.doors.sidecar._protowire import encode_attributes
+from trajgrade.doors.sidecar.forward import LOGS, Forwarder
+from trajgrade.doors.sidecar.log_wire import WireEvents
 
-ATTRIBUTES = {
-    "gen_ai.evaluation.name": "calls",
-    "gen_ai.evaluation.score.value": 0.25,
-    "trajgrade.passed": False,
-    "trajgrade.calls": 4,
-    "trajgrade.big": 2**62,
-    "trajgrade.negative": -3,
-    "trajgrade.tools": ("search", "fetch"),
-    "trajgrade.unicode": "d\u00e9j\u00e0 \U0001f600",
-}
+Records = list[tuple[bytes, bytes, bytes]]  # each record's resource, scope, and itself without its observed time
 
 
-def records(resources: list[Resource], attributes: dict[str, object] = ATTRIBUTES) -> list:
+def _emit(logs: RunLogs) -> None:
+    """A breach of a run whose resource is remembered, and the run's results (two resources: the breach's has the
+    run's attributes, the results' are given with its root)."""
+    records, breach = in_flight()
+    logs.remember({breach.trace_id: RESOURCE})
+    logs.breach(breach)
+    (trajectory,) = build_trajectories(records)
+    root = next(r for r in records if r.parent_span_id is None)
+    run = CollectedRun(breach.trace_id, root, [r for r in records if r is not root], False, (), None)
+    logs.graded(run, grade_run(CONFIG, trajectory), {"service.name": "other", "process.pid": 7, "raw": b"\x00\x01"})
+    assert logs.flush(10.0)
+
+
+def _records(resource_logs: list[logs_pb2.ResourceLogs]) -> Records:
+    out = []
+    for rl in resource_logs:
+        for sl in rl.scope_logs:
+            for record in sl.log_records:
+                assert record.observed_time_unix_nano > 0
+                record.observed_time_unix_nano = 0
+                out.append((rl.resource.SerializeToString(), sl.scope.SerializeToString(), record.SerializeToString()))
+    return out
+
+
+def test_the_records_are_the_sdks() -> None:
     exporter = InMemoryLogRecordExporter()
-    for i, resource in enumerate(resources):
-        provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
-        provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
-        for scope, version in (("trajgrade", "1.2.3"), ("other", None)):
-            logger = provider.get_logger(scope, version, schema_url="https://example.com/s" if version else None)
-            span = SpanContext(0xABC + i, 0x12 + i, is_remote=False, trace_flags=TraceFlags(1))
-            logger.emit(
-                event_name="gen_ai.evaluation.result",
-                attributes=attributes,
-                context=set_span_in_context(NonRecordingSpan(span)),
-            )
-            logger.emit(attributes={"n": i}, severity_text="WARN")
-    return list(exporter.get_finished_logs())
+    _emit(RunLogs([exporter]))
+    expected = _records(list(sdk_encode_logs(exporter.get_finished_logs()).resource_logs))
+    with sink() as s:
+        events = WireEvents([Forwarder(s.url, signal=LOGS)])
+        _emit(RunLogs(sink=events))
+        events.shutdown()
+        got = _records(s.resource_logs)
+    assert len(expected) == 1 + len(CONFIG.suites[0].graders)
+    assert sorted(got) == sorted(expected)
+    assert len({resource for resource, _, _ in got}) == 2
 
 
-def test_the_requests_are_the_sdks() -> None:
-    resources = [
-        Resource({"service.name": "planner", "process.pid": 42, "process.command_args": ("python", "a.py")}),
-        Resource({}, schema_url="https://example.com/r"),
-        Resource({"service.name": "other"}),
-    ]
-    batch = records(resources)
-    ours = encode_logs(batch)
-    assert ours is not None
-    expected = sdk_encode_logs(batch)
-    got = ExportLogsServiceRequest.FromString(ours)
-    assert got == expected
-    assert len(got.resource_logs) == 3 and sum(len(r.scope_logs) for r in got.resource_logs) == 6
+def test_a_target_that_refuses_for_a_while_gets_the_events_later() -> None:
+    with sink() as s:
+        s.status = 503
+        events = WireEvents([Forwarder(s.url, signal=LOGS, max_backoff_s=0.05)])
+        logs = RunLogs(sink=events)
+        _, breach = in_flight()
+        logs.breach(breach)
+        assert not events.flush(0.3)
+        s.status = 200
+        assert events.flush(10.0)
+        assert len(s.logs) == 1
+        events.shutdown()
 
 
-def test_a_value_it_does_not_write_is_left_to_the_sdk() -> None:
-    assert encode_logs(records([Resource({"service.name": "x"})], {"raw": b"\x00\x01"})) is None
-    assert encode_logs(records([Resource({"blob": b"\x00"})])) is None
-    assert encode_logs(records([Resource({"service.name": "x"})], {"n": 2**64})) is None
-    assert encode_logs([]) == b""
+def test_events_past_the_queues_bound_are_dropped_with_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+    with sink() as s:
+        s.status = 503
+        events = WireEvents([Forwarder(s.url, signal=LOGS, max_spans=1, max_backoff_s=0.05)])
+        logs = RunLogs(sink=events)
+        _, breach = in_flight()
+        for _ in range(3):
+            logs.breach(breach)
+        assert caplog.text.count("log events dropped until the queue to") == 1
+        s.status = 200
+        assert events.flush(10.0)
+        assert len(s.logs) == 1
+        events.shutdown()
+
+
+def test_a_bytes_value_is_written_as_protobuf_writes_it() -> None:
+    kv = logs_pb2.LogRecord.FromString(encode_attributes({"raw": b"\x00\xff"}, 6)).attributes[0]
+    assert (kv.key, kv.value.bytes_value) == ("raw", b"\x00\xff")

@@ -296,6 +296,8 @@ def _protobuf_fields(events: list[dict[str, Any]], attributes: dict[str, Any], w
             target.double_value = value
         elif isinstance(value, str):
             target.string_value = value
+        elif isinstance(value, bytes):
+            target.bytes_value = value
         elif isinstance(value, list | tuple):
             target.array_value.SetInParent()
             for item in value:

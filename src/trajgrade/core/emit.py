@@ -206,11 +206,15 @@ def log_records(report: RunReport, root: SpanRecord, logger: Any) -> None:
     root_context = span_context_of(root)
     if root_context is None:
         return
-    steps = {step.span_id: step for step in report.trajectory.steps}
+    steps: dict[str, Step] | None = None  # by span id, made for the first result with evidence spans
     for result in report.results:
         attributes = result_attributes(result)
         span_context = root_context
-        step = _evaluated_step(result, steps)
+        step = None
+        if any(evidence.span_ids for evidence in result.evidence):
+            if steps is None:
+                steps = {step.span_id: step for step in report.trajectory.steps}
+            step = _evaluated_step(result, steps)
         if step is not None:
             span_context = _span_context(root.trace_id, step.span_id) or root_context
             if step.kind == "llm_call" and step.response_id is not None:

@@ -7,6 +7,10 @@ run's spans do, so that a backend files it under the agent's service rather than
 :meth:`RunLogs.remember` the resource of each open run as its spans arrive (bounded: the oldest are forgotten
 first), and a run's resource is forgotten once its results are out. The resource is put on each record by a log
 record processor ahead of the exporting ones, where the SDK lets a record be changed.
+
+Where the events go is an :class:`EventSink`: by default the SDK's pipeline above; a door that writes OTLP itself
+(the sidecar) gives its own, which takes each run's events with the run's resource attributes, and writes them
+without making an SDK record of each.
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ import itertools
 import threading
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Protocol
 
 from opentelemetry._logs import Logger
+from opentelemetry.context import Context
 from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor, ReadWriteLogRecord
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter
 from opentelemetry.sdk.resources import Resource
@@ -31,16 +36,16 @@ from trajgrade.core.internal_errors import internal_errors
 from trajgrade.core.running import RunReport
 from trajgrade.version import __version__
 
-__all__ = ["RunLogs", "emit_breaches"]
+__all__ = ["EventSink", "EventWriter", "RunLogs", "emit_breaches"]
 
 _SCALARS = (str, bool, int, float, bytes)
 
 
-def _resource(attributes: Mapping[str, Any] | None, service_name: str | None) -> Resource:
-    """A run's resource from its spans' resource attributes (the values an SDK resource can hold), or from its
-    service name alone when they are not known."""
+def _resource(attributes: Mapping[str, Any] | None, service_name: str | None) -> dict[str, Any]:
+    """A run's resource attributes from its spans' (the values an SDK resource can hold), or its service name alone
+    when they are not known."""
     if attributes is None:
-        return Resource({sc.SERVICE_NAME: service_name} if service_name else {})
+        return {sc.SERVICE_NAME: service_name} if service_name else {}
     kept: dict[str, Any] = {}
     for key, value in attributes.items():
         if isinstance(value, _SCALARS):
@@ -48,7 +53,31 @@ def _resource(attributes: Mapping[str, Any] | None, service_name: str | None) ->
         elif isinstance(value, list | tuple) and value and len({type(v) for v in value}) == 1:
             if isinstance(value[0], _SCALARS):
                 kept[key] = tuple(value)
-    return Resource(kept)
+    return kept
+
+
+class EventWriter(Protocol):
+    """Writes one run's events (``emit`` as a logger's)."""
+
+    def emit(
+        self, *, event_name: str | None = None, attributes: dict[str, Any] | None = None, context: Context | None = None
+    ) -> None: ...
+
+    def close(self) -> None:
+        """The run's events are all emitted."""
+
+
+class EventSink(Protocol):
+    """Where the log events go."""
+
+    def writer(self, resource: dict[str, Any]) -> EventWriter:
+        """A writer of events with this resource (the attributes an SDK resource can hold)."""
+
+    def flush(self, timeout_s: float) -> bool:
+        """Export every event emitted so far; False when the deadline passed first."""
+
+    def shutdown(self) -> None:
+        """Export what is left, then stop."""
 
 
 #: The resource of the run whose events are being emitted (set by ``_InResource`` around the logger's ``emit``).
@@ -86,29 +115,50 @@ class _InResource:
         finally:
             _RUN_RESOURCE.reset(token)
 
+    def close(self) -> None:
+        pass
+
+
+class _SdkSink:
+    """The SDK's ``LoggerProvider``, with a ``BatchLogRecordProcessor`` per exporter."""
+
+    def __init__(self, exporters: Sequence[LogRecordExporter]) -> None:
+        self._provider = LoggerProvider(shutdown_on_exit=False)
+        self._provider.add_log_record_processor(_RunResource())
+        for exporter in exporters:
+            self._provider.add_log_record_processor(BatchLogRecordProcessor(exporter))
+        self._logger = self._provider.get_logger(sc.TRAJGRADE_SCOPE, __version__)
+
+    def writer(self, resource: dict[str, Any]) -> EventWriter:
+        return _InResource(self._logger, Resource(resource))
+
+    def flush(self, timeout_s: float) -> bool:
+        return bool(self._provider.force_flush(int(timeout_s * 1000)))
+
+    def shutdown(self) -> None:
+        self._provider.shutdown()
+
 
 class RunLogs:
     """Sends breaches and results as log events through ``exporters``, each with its run's resource.
 
     Args:
-        exporters: where the events go (an OTLP log exporter per next hop).
+        exporters: where the events go (an OTLP log exporter per next hop), through the SDK's pipeline.
+        sink: where the events go instead of ``exporters``.
         max_runs: how many open runs' resources are remembered at once.
         on_error: counts an error in emitting (it is logged, never raised).
     """
 
     def __init__(
         self,
-        exporters: Sequence[LogRecordExporter],
+        exporters: Sequence[LogRecordExporter] = (),
         *,
+        sink: EventSink | None = None,
         max_runs: int = 10_000,
         on_error: Callable[[str], None] = lambda error_type: None,
     ) -> None:
         self._on_error = on_error
-        self._provider = LoggerProvider(shutdown_on_exit=False)
-        self._provider.add_log_record_processor(_RunResource())
-        for exporter in exporters:
-            self._provider.add_log_record_processor(BatchLogRecordProcessor(exporter))
-        self._logger = self._provider.get_logger(sc.TRAJGRADE_SCOPE, __version__)
+        self._sink: EventSink = sink if sink is not None else _SdkSink(exporters)
         self._max_runs = max_runs
         # Guards _resources (by trace; in the order they were first seen): set by the threads that receive spans,
         # read by the ones that emit.
@@ -128,7 +178,9 @@ class RunLogs:
         with internal_errors("log event", self._on_error):
             with self._lock:
                 attributes = self._resources.get(breach.trace_id)
-            log_breach(breach, _InResource(self._logger, _resource(attributes, breach.service_name)))
+            writer = self._sink.writer(_resource(attributes, breach.service_name))
+            log_breach(breach, writer)
+            writer.close()
 
     def graded(self, run: CollectedRun[Any], report: RunReport | None, resource: Mapping[str, Any] | None) -> None:
         """A graded run's results (none when it was not a run), each in the context of the span it evaluates;
@@ -139,16 +191,17 @@ class RunLogs:
                 remembered = self._resources.pop(run.trace, None)
             if report is not None:
                 attributes = resource if resource is not None else remembered
-                in_resource = _InResource(self._logger, _resource(attributes, run.root.service_name))
-                log_records(report, run.root, in_resource)
+                writer = self._sink.writer(_resource(attributes, run.root.service_name))
+                log_records(report, run.root, writer)
+                writer.close()
 
     def flush(self, timeout_s: float = 10.0) -> bool:
         """Export every event emitted so far; False when the deadline passed first."""
-        return bool(self._provider.force_flush(int(timeout_s * 1000)))
+        return self._sink.flush(timeout_s)
 
     def shutdown(self) -> None:
         """Export what is left, then stop the exporters."""
-        self._provider.shutdown()
+        self._sink.shutdown()
 
 
 def emit_breaches(breaches: list[Breach], grading: Grading, logs: RunLogs | None) -> None:

@@ -131,6 +131,10 @@ class GradingWorker(Generic[P]):
         return True
 
     # --- internals --------------------------------------------------------------------------------------------
+    def _due(self, now: float) -> bool:
+        due = self._collector.next_due()
+        return due is not None and due <= now
+
     def _check_and_emit(self) -> None:
         """Emit the breaches found off the thread, then those of the open runs' newly ended spans."""
         found = [self._found.popleft() for _ in range(len(self._found))]
@@ -161,6 +165,7 @@ class GradingWorker(Generic[P]):
 
     def _work(self) -> None:
         checking = self._collector.checks is not None
+        checked_at = 0.0
         while True:
             with self._wake:
                 if self._stopping:
@@ -176,7 +181,11 @@ class GradingWorker(Generic[P]):
                 self._busy = True
             try:
                 with internal_errors("grading worker", self._grading.count_internal_error):
-                    if checking:
+                    now = time.monotonic()
+                    # Every interval, and before a pass grades: not on each wake (a door that checks the spans it
+                    # receives itself wakes the thread for each root it holds).
+                    if checking and (self._found or now - checked_at >= self._check_interval_s or self._due(now)):
+                        checked_at = now
                         self._check_and_emit()
                     self.run_due()
             finally:

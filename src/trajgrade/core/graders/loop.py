@@ -116,8 +116,25 @@ def _loop_found(
     )
 
 
+class _ResultKey:
+    """A call's result digest (``result_key``), made when the call is first found similar to another: most calls
+    are not, and their results are never parsed."""
+
+    __slots__ = ("_key", "_step")
+
+    def __init__(self, step: Step) -> None:
+        self._step: Step | None = step
+        self._key: bytes | None = None
+
+    def get(self) -> bytes | None:
+        if self._step is not None:
+            self._key = result_key(self._step)
+            self._step = None
+        return self._key
+
+
 #: A call as the loop grader compares it: tool name, argument leaves (None: not captured), digest of its result.
-_Call = tuple[str, dict[str, Any] | None, bytes | None]
+_Call = tuple[str, dict[str, Any] | None, _ResultKey]
 
 
 def watch_loop(c: LoopConfig, name: str) -> Watch:
@@ -127,7 +144,8 @@ def watch_loop(c: LoopConfig, name: str) -> Watch:
     def similar(a: _Call, b: _Call) -> bool:
         if a[0] != b[0] or a[1] is None or b[1] is None or similarity(a[1], b[1]) < c.similarity_threshold:
             return False
-        return a[2] is None or b[2] is None or a[2] == b[2]  # a changed result is progress
+        key_a, key_b = a[2].get(), b[2].get()
+        return key_a is None or key_b is None or key_a == key_b  # a changed result is progress
 
     repetitions = Repetitions(c.max_cycle_period, similar)
     watched = name_filter(c.tools)
@@ -137,7 +155,7 @@ def watch_loop(c: LoopConfig, name: str) -> Watch:
         if step is None or tool is None or not watched(tool.name):
             return None
         leaves = flatten(tool.arguments) if tool.arguments_captured else None
-        repeats, period = repetitions.add((tool.name, leaves, result_key(step)), step)
+        repeats, period = repetitions.add((tool.name, leaves, _ResultKey(step)), step)
         if repeats <= c.max_repeats:
             return None
         block = repetitions.last(repeats * period)

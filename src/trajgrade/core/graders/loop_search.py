@@ -87,12 +87,16 @@ def similarity(a: dict[str, Any], b: dict[str, Any]) -> float:
     return equal / (len(a) + len(b) - shared)
 
 
+#: ``json.dumps(value, sort_keys=True, default=str)``, its encoder made once.
+_CANONICAL = json.JSONEncoder(sort_keys=True, default=str)
+
+
 def result_key(step: Step) -> bytes | None:
     """A digest of the whole result (keys sorted), so that results differing anywhere count as progress."""
     if step.tool is None or not step.tool.result_captured:
         return None
     try:
-        text = json.dumps(step.tool.result, sort_keys=True, default=str)
+        text = _CANONICAL.encode(step.tool.result)
     except (TypeError, ValueError):
         text = str(step.tool.result)
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()

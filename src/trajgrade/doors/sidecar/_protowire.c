@@ -999,6 +999,7 @@ static int put_anyvalue(Out *o, PyObject *value, int depth) {
         return put_fixed64(o, 4, bits);
     }
     if (PyUnicode_Check(value)) return put_string(o, 1, value);
+    if (PyBytes_Check(value)) return put_delimited(o, 7, PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value));
     if (PyList_Check(value) || PyTuple_Check(value)) {
         Out array = {0};
         PyObject *items = PySequence_Fast(value, "");

@@ -1,7 +1,8 @@
 """Forwarding spans downstream: one bounded queue and one sender thread per target, retries with back-off.
 
 A target is a base URL as in ``OTEL_EXPORTER_OTLP_ENDPOINT``: ``http(s)://host:port[/prefix]`` (``/v1/traces``
-is added) for OTLP/HTTP protobuf, or ``grpc://host:port`` for OTLP/gRPC. Capacity is counted in spans and
+is added) for OTLP/HTTP protobuf, or ``grpc://host:port`` for OTLP/gRPC. The same sender takes another signal's
+requests (:data:`LOGS`: the sidecar's log events, to ``/v1/logs`` or the logs service). Capacity is counted in spans and
 reserved when a request is admitted, so the receiver can refuse a request (and the collector keeps it in its
 own queue) instead of accepting what it cannot hold; bytes are counted the same way. A batch leaves the queue
 only when the target took it.
@@ -37,15 +38,15 @@ from urllib.parse import urlsplit
 import grpc
 import requests
 from google.rpc import error_details_pb2, status_pb2
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from trajgrade.doors.sidecar.wire import split_request
 
-__all__ = ["RETRY_HTTP", "Batch", "Forwarder", "HttpPost"]
+__all__ = ["LOGS", "RETRY_HTTP", "TRACES", "Batch", "Forwarder", "HttpPost", "Signal"]
 
 logger = logging.getLogger(__name__)
 
-_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 _PROTOBUF = "application/x-protobuf"
 RETRY_HTTP = frozenset({429, 502, 503, 504})
 MAX_SEND_SPANS = 8192
@@ -69,6 +70,34 @@ class Outcome(enum.Enum):
     REFUSED = "refused"  # never these bytes again
 
 
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """What a forwarder sends: OTLP/HTTP's path, OTLP/gRPC's method and response, what an item is called, and how
+    one request is cut in two (None: it is not)."""
+
+    path: str
+    grpc_method: str
+    grpc_response: Callable[[bytes], Any]
+    item: str
+    split: Callable[[bytes], list[tuple[bytes, int]]] | None
+
+
+TRACES = Signal(
+    "/v1/traces",
+    "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+    ExportTraceServiceResponse.FromString,
+    "span",
+    split_request,
+)
+LOGS = Signal(
+    "/v1/logs",
+    "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
+    ExportLogsServiceResponse.FromString,
+    "log record",
+    None,
+)
+
+
 @dataclass(slots=True)
 class Batch:
     """Spans to send: a binary ``ExportTraceServiceRequest``, its span count, and the bytes reserved for it."""
@@ -90,12 +119,15 @@ def _merged(batches: list[Batch]) -> Batch:
     return Batch(b"".join(b.body for b in batches), sum(b.spans for b in batches), sum(b.size for b in batches))
 
 
-def _halves(batches: list[Batch]) -> list[list[Batch]]:
-    """Merged batches cut between the requests they were made of; one request cut inside ([] when it is one span)."""
+def _halves(batches: list[Batch], split: Callable[[bytes], list[tuple[bytes, int]]] | None) -> list[list[Batch]]:
+    """Merged batches cut between the requests they were made of; one request cut inside by ``split`` ([] when it
+    is one span, or cannot be cut)."""
     if len(batches) > 1:
         return [batches[: len(batches) // 2], batches[len(batches) // 2 :]]
+    if split is None:
+        return []
     try:
-        return [[Batch(body, spans)] for body, spans in split_request(batches[0].body)]
+        return [[Batch(body, spans)] for body, spans in split(batches[0].body)]
     except Exception:  # bytes the receiver checked; were they not protobuf after all, they cannot be cut
         return []
 
@@ -160,7 +192,8 @@ def _session_post(url: str, timeout_s: float) -> Callable[[bytes], int]:
 
 
 class Forwarder:
-    """Sends batches to one target, in order, holding at most ``max_spans`` spans and ``max_bytes`` bytes."""
+    """Sends batches to one target, in order, holding at most ``max_spans`` spans (or items of another ``signal``)
+    and ``max_bytes`` bytes."""
 
     def __init__(
         self,
@@ -173,8 +206,10 @@ class Forwarder:
         max_backoff_s: float = 5.0,
         on_sent: Callable[[str, int], None] = lambda target, n: None,
         on_failure: Callable[[str, str, bool, int], None] = lambda target, reason, retry, spans: None,
+        signal: Signal = TRACES,
     ) -> None:
         self.target = target
+        self.signal = signal
         self.max_spans = max_spans
         self.max_bytes = max_bytes
         self.max_send_bytes = max_send_bytes
@@ -239,7 +274,8 @@ class Forwarder:
             self._cond.notify_all()
         self._thread.join(timeout=1.0)
         if left:
-            logger.error("trajgrade: %d span(s) not delivered to %s before shutdown", left, self.target)
+            item = self.signal.item
+            logger.error("trajgrade: %d %s(s) not delivered to %s before shutdown", left, item, self.target)
         return left
 
     # --- sending -------------------------------------------------------------------------------------------
@@ -283,7 +319,7 @@ class Forwarder:
             if outcome is Outcome.SENT:
                 self._on_sent(self.target, batch.spans)
                 return True
-            halves = [] if outcome is Outcome.RETRY else _halves(batches)
+            halves = [] if outcome is Outcome.RETRY else _halves(batches, self.signal.split)
             if outcome is Outcome.REFUSED and len(batches) == 1:
                 halves = []  # one client's request, refused as it is: cutting it would not change the verdict
             permanent = outcome is not Outcome.RETRY and not halves
@@ -291,7 +327,8 @@ class Forwarder:
             if halves:
                 return all(self._deliver(half) for half in halves)
             if permanent:
-                logger.error("trajgrade: %s refused %d span(s) for good: %s", self.target, batch.spans, error)
+                item = self.signal.item
+                logger.error("trajgrade: %s refused %d %s(s) for good: %s", self.target, batch.spans, item, error)
                 return True
             with self._lock:
                 self._cond.wait(backoff)
@@ -301,8 +338,8 @@ class Forwarder:
     def _sender(self, target: str) -> Callable[[Batch], tuple[str | None, Outcome]]:
         parts = urlsplit(target)
         if parts.scheme in ("http", "https"):
-            path = parts.path.rstrip("/")
-            url = target.rstrip("/") if path.endswith("/v1/traces") else f"{target.rstrip('/')}/v1/traces"
+            base = target.rstrip("/").removesuffix(TRACES.path)
+            url = base if base.endswith(self.signal.path) else f"{base}{self.signal.path}"
             post = HttpPost(url, self._timeout) if parts.scheme == "http" else _session_post(url, self._timeout)
 
             def send_http(batch: Batch) -> tuple[str | None, Outcome]:
@@ -320,7 +357,7 @@ class Forwarder:
         if parts.scheme == "grpc":
             channel = grpc.insecure_channel(parts.netloc)
             export = channel.unary_unary(
-                _EXPORT, request_serializer=_raw, response_deserializer=ExportTraceServiceResponse.FromString
+                self.signal.grpc_method, request_serializer=_raw, response_deserializer=self.signal.grpc_response
             )
 
             def send_grpc(batch: Batch) -> tuple[str | None, Outcome]:

@@ -1,26 +1,36 @@
-"""Log records as a binary OTLP ``ExportLogsServiceRequest``, written field by field.
+"""The sidecar's log events, written as binary OTLP ``ExportLogsServiceRequest`` bodies and forwarded like spans.
 
-The sidecar's log events (breaches and results, a few a run) are encoded here rather than by the SDK's OTLP
-encoder, which builds a protobuf object for every attribute and hashes each record's resource to group them.
-Records are grouped by their resource and scope objects (a run's records share one), each resource and scope
-encoded once a batch; attributes are encoded by ``_protowire.c``, as the results on a root span are. A batch
-with a value the wire format holds otherwise (bytes, a mapping) is left to the SDK's encoder: :func:`encode_logs`
-gives None for it.
+A graded run's events (and an in-flight breach's) make one request: the run's resource and trajgrade's scope
+encoded once, each event a ``LogRecord`` as the SDK's OTLP encoder writes the record its ``Logger.emit`` makes (no
+severity, an empty body, the span context's ids and flags, the time it was observed), its attributes encoded by
+``_protowire.c``, as the results on a root span are. The request goes to a :class:`~.forward.Forwarder` per target
+(``/v1/logs`` or the logs service), which merges the requests queued while it sends, and retries with back-off.
+No SDK log record is made for an event: the SDK's would clean each attribute value again, and its batch processor
+would hand the records over to an encoder one at a time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import logging
+import threading
+import time
+from collections.abc import Sequence
 from typing import Any
 
-from opentelemetry.sdk._logs import ReadableLogRecord
+from opentelemetry.context import Context
+from opentelemetry.trace import get_current_span
 
+from trajgrade.core import semconv as sc
+from trajgrade.core.run_logs import EventWriter
 from trajgrade.doors.sidecar._protowire import encode_attributes
+from trajgrade.doors.sidecar.forward import Batch, Forwarder
+from trajgrade.version import __version__
 
-__all__ = ["encode_logs"]
+__all__ = ["WireEvents"]
 
-_PLAIN = (str, bool, int, float)
-_EMPTY_BODY = b"\x2a\x00"
+logger = logging.getLogger(__name__)
+
+_EMPTY_BODY = b"\x2a\x00"  # as the SDK's encoder writes a record without a body
 
 
 def _varint(value: int) -> bytes:
@@ -36,100 +46,102 @@ def _delimited(field: int, payload: bytes) -> bytes:
     return _varint(field << 3 | 2) + _varint(len(payload)) + payload
 
 
-def _fixed64(field: int, value: int) -> bytes:
-    return _varint(field << 3 | 1) + value.to_bytes(8, "little")
+#: trajgrade's instrumentation scope (``ScopeLogs.scope``): its name and version.
+_SCOPE = _delimited(1, _delimited(1, sc.TRAJGRADE_SCOPE.encode()) + _delimited(2, __version__.encode()))
 
 
-def _writes(value: Any) -> bool:
-    return isinstance(value, _PLAIN) and (not isinstance(value, int) or -(2**63) <= value < 2**63)
+# A LogRecord's fields, their tags (and the length of the fixed-size ones) written once.
+_FLAGS = bytes([8 << 3 | 5])  # fixed32
+_TRACE_ID = bytes([9 << 3 | 2, 16])
+_SPAN_ID = bytes([10 << 3 | 2, 8])
+_OBSERVED = bytes([11 << 3 | 1])  # fixed64
+_EVENT_NAMES: dict[str, bytes] = {}
 
 
-def _plain(attributes: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The attributes as a dict, or None when a value is not one the result encoder writes as OTLP does."""
-    out = dict(attributes or {})
-    for value in out.values():
-        if not all(_writes(v) for v in (value if isinstance(value, list | tuple) else (value,))):
-            return None
-    return out
-
-
-def _record(readable: ReadableLogRecord) -> bytes | None:
-    r = readable.log_record
-    if r.body is not None:
-        return None
-    attributes = _plain(r.attributes)
-    if attributes is None:
-        return None
-    parts = []
-    if r.timestamp:
-        parts.append(_fixed64(1, r.timestamp))
-    severity = getattr(r.severity_number, "value", None)
-    if severity:
-        parts.append(_varint(2 << 3) + _varint(severity))
-    if r.severity_text:
-        parts.append(_delimited(3, r.severity_text.encode()))
-    parts.append(_EMPTY_BODY)  # as the SDK's encoder writes a record without a body
-    parts.append(encode_attributes(attributes, 6))
-    if readable.dropped_attributes:
-        parts.append(_varint(7 << 3) + _varint(readable.dropped_attributes))
-    if r.trace_flags:
-        parts.append(_varint(8 << 3 | 5) + int(r.trace_flags).to_bytes(4, "little"))
-    if r.trace_id:
-        parts.append(_delimited(9, r.trace_id.to_bytes(16, "big")))
-    if r.span_id:
-        parts.append(_delimited(10, r.span_id.to_bytes(8, "big")))
-    if r.observed_timestamp:
-        parts.append(_fixed64(11, r.observed_timestamp))
-    if r.event_name:
-        parts.append(_delimited(12, r.event_name.encode()))
-    return _delimited(2, b"".join(parts))
-
-
-def _resource(resource: Any) -> bytes | None:
-    attributes = _plain(resource.attributes)
-    if attributes is None:
-        return None
-    return _delimited(1, encode_attributes(attributes, 1))
-
-
-def _scope(scope: Any) -> bytes | None:
-    if scope is None:
+def _event_name(name: str | None) -> bytes:
+    if not name:
         return b""
-    attributes = _plain(scope.attributes)
-    if attributes is None:
-        return None
-    parts = [_delimited(1, scope.name.encode()) if scope.name else b""]
-    if scope.version:
-        parts.append(_delimited(2, scope.version.encode()))
-    parts.append(encode_attributes(attributes, 3))
-    return _delimited(1, b"".join(parts))
+    field = _EVENT_NAMES.get(name)
+    if field is None:
+        field = _EVENT_NAMES[name] = _delimited(12, name.encode())
+    return field
 
 
-def encode_logs(batch: Sequence[ReadableLogRecord]) -> bytes | None:
-    """The request's bytes, or None when a value in the batch is one this encoder leaves to the SDK's."""
-    groups: dict[int, tuple[Any, dict[int, tuple[Any, list[bytes]]]]] = {}
-    for readable in batch:
-        encoded = _record(readable)
-        if encoded is None:
-            return None
-        resource, scope = readable.resource, readable.instrumentation_scope
-        scopes = groups.setdefault(id(resource), (resource, {}))[1]
-        scopes.setdefault(id(scope), (scope, []))[1].append(encoded)
-    out = []
-    for resource, scopes in groups.values():
-        resource_bytes = _resource(resource)
-        if resource_bytes is None:
-            return None
-        parts = [resource_bytes]
-        for scope, records in scopes.values():
-            scope_bytes = _scope(scope)
-            if scope_bytes is None:
-                return None
-            schema = scope.schema_url if scope is not None else ""
-            parts.append(
-                _delimited(2, b"".join([scope_bytes, *records, _delimited(3, schema.encode()) if schema else b""]))
-            )
-        if resource.schema_url:
-            parts.append(_delimited(3, resource.schema_url.encode()))
-        out.append(_delimited(1, b"".join(parts)))
-    return b"".join(out)
+def _record(event_name: str | None, attributes: dict[str, Any] | None, context: Context | None) -> bytes:
+    """A ``LogRecord`` (``ScopeLogs.log_records``) in the context's span, observed now."""
+    span = get_current_span(context).get_span_context()
+    flags = int(span.trace_flags)
+    fields = b"".join(
+        (
+            _EMPTY_BODY,
+            encode_attributes(attributes if attributes is not None else {}, 6),
+            _FLAGS + flags.to_bytes(4, "little") if flags else b"",
+            _TRACE_ID + span.trace_id.to_bytes(16, "big") if span.trace_id else b"",
+            _SPAN_ID + span.span_id.to_bytes(8, "big") if span.span_id else b"",
+            _OBSERVED + time.time_ns().to_bytes(8, "little"),
+            _event_name(event_name),
+        )
+    )
+    return _delimited(2, fields)
+
+
+class _RunEvents:
+    """One run's events, sent as one request when the run's are all emitted."""
+
+    __slots__ = ("_records", "_resource", "_sink")
+
+    def __init__(self, sink: WireEvents, resource: bytes) -> None:
+        self._sink = sink
+        self._resource = resource
+        self._records: list[bytes] = []
+
+    def emit(
+        self, *, event_name: str | None = None, attributes: dict[str, Any] | None = None, context: Context | None = None
+    ) -> None:
+        self._records.append(_record(event_name, attributes, context))
+
+    def close(self) -> None:
+        if self._records:
+            scope_logs = _delimited(2, _SCOPE + b"".join(self._records))
+            self._sink.send(_delimited(1, self._resource + scope_logs), len(self._records))
+            self._records = []
+
+
+class WireEvents:
+    """The log events of the sidecar (an :class:`~trajgrade.core.run_logs.EventSink`), to every forwarder. A
+    forwarder without room for a run's events drops them, with a warning (once, until it has room again)."""
+
+    def __init__(self, forwarders: Sequence[Forwarder]) -> None:
+        self._forwarders = forwarders
+        # Guards room and reservation together (breaches come from the receiving threads, results from the grader's)
+        # and which forwarders are dropping.
+        self._lock = threading.Lock()
+        self._dropping: set[str] = set()
+
+    def writer(self, resource: dict[str, Any]) -> EventWriter:
+        return _RunEvents(self, _delimited(1, encode_attributes(resource, 1)))
+
+    def send(self, body: bytes, records: int) -> None:
+        """Queue a request of ``records`` log records on every forwarder that has room for it."""
+        for f in self._forwarders:
+            with self._lock:
+                room = f.has_room(records, len(body))
+                if room:
+                    f.reserve(records, len(body))
+                    self._dropping.discard(f.target)
+                elif f.target in self._dropping:
+                    continue
+                else:
+                    self._dropping.add(f.target)
+            if room:
+                f.put(Batch(body, records, len(body)))
+            else:
+                logger.warning("trajgrade: log events dropped until the queue to %s has room: it is full", f.target)
+
+    def flush(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        return all([f.flush(max(0.0, deadline - time.monotonic())) for f in self._forwarders])
+
+    def shutdown(self) -> None:
+        for f in self._forwarders:
+            f.close()

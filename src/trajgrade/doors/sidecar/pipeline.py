@@ -51,8 +51,8 @@ from trajgrade.core.running import RunReport
 from trajgrade.core.trajectory.normalize import SpanRecord, normalize
 from trajgrade.core.worker import Graded, GradingWorker
 from trajgrade.doors.sidecar._protowire import Span, read_span
-from trajgrade.doors.sidecar.exporters import log_exporter
-from trajgrade.doors.sidecar.forward import Batch, Forwarder
+from trajgrade.doors.sidecar.forward import LOGS, Batch, Forwarder
+from trajgrade.doors.sidecar.log_wire import WireEvents
 from trajgrade.doors.sidecar.otlp import TraceRequest, result_fields
 from trajgrade.doors.sidecar.wire import SpliceRequest
 from trajgrade.version import __version__
@@ -68,6 +68,8 @@ _RECORD_OVERHEAD = 256
 #: How often the grading thread looks for spans the in-flight checks have not seen: the receivers check each
 #: request's runs as they admit it, so it finds none.
 _CHECK_INTERVAL_S = 1.0
+#: Log events queued for a target, at most (records, bytes): past them a run's events are dropped, with a warning.
+_MAX_QUEUED_EVENTS = (65_536, 32 * 1024 * 1024)
 
 
 @dataclass(slots=True)
@@ -142,8 +144,9 @@ class Pipeline:
         self.metrics = SidecarMetrics(meter_provider)
         self._logs: RunLogs | None = None
         if log_events and forward_to:
-            exporters = [log_exporter(target) for target in forward_to]
-            self._logs = RunLogs(exporters, max_runs=max_traces, on_error=self._count_internal_error)
+            most, most_bytes = _MAX_QUEUED_EVENTS
+            events = WireEvents([Forwarder(t, max_spans=most, max_bytes=most_bytes, signal=LOGS) for t in forward_to])
+            self._logs = RunLogs(sink=events, max_runs=max_traces, on_error=self._count_internal_error)
         self._collector: RunCollector[SpanRecord, _Held] = RunCollector(
             settle_s=settle_s,
             max_pending=max_traces,
