@@ -142,14 +142,13 @@ class Assembler(Generic[T]):
                     b.check_lock = threading.Lock()
         return found
 
-    def claim(self, buffer: TraceBuffer[T]) -> tuple[int, list[T]]:
-        """The items of a buffer the checks have not seen, and where they start; they are seen from now on (call
-        with the buffer's ``check_lock`` held)."""
+    def claim(self, buffer: TraceBuffer[T]) -> list[T]:
+        """The items of a buffer the checks have not seen; they are seen from now on (call with the buffer's
+        ``check_lock`` held)."""
         with self._lock:
-            start = buffer.checked
-            items = buffer.records[start:]
+            items = buffer.records[buffer.checked :]
             buffer.checked = len(buffer.records)
-        return start, items
+        return items
 
     def drain(self) -> list[tuple[Hashable, TraceBuffer[T]]]:
         """Release every trace (shutdown)."""

@@ -144,7 +144,7 @@ class Pipeline:
         if log_events and forward_to:
             exporters = [log_exporter(target) for target in forward_to]
             self._logs = RunLogs(exporters, max_runs=max_traces, on_error=self._count_internal_error)
-        self._collector: RunCollector[SpanRecord, _Held] = RunCollector(
+        self._collector: RunCollector[_Held] = RunCollector(
             settle_s=settle_s,
             max_pending=max_traces,
             max_traces=max_traces,
