@@ -128,7 +128,7 @@ class RunCollector(Generic[P]):
         self._max_pending = max_pending
         self._on_drop = on_drop
         self._clock = clock
-        self._assembler: Assembler[SpanRecord] = Assembler(
+        self._assembler = Assembler(
             max_traces=max_traces,
             max_spans_per_trace=max_spans_per_trace,
             max_trace_age_s=max_trace_age_s,
@@ -210,7 +210,7 @@ class RunCollector(Generic[P]):
                 breaches += self._guarded(self._check, buffer)
         return breaches
 
-    def _check(self, buffer: TraceBuffer[SpanRecord]) -> list[Breach]:
+    def _check(self, buffer: TraceBuffer) -> list[Breach]:
         assert self.checks is not None
         records = self._assembler.claim(buffer)
         if not records:
