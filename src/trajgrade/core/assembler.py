@@ -37,6 +37,8 @@ class TraceBuffer:
     checked: int = 0
     trackers: Any = None
     check_lock: Any = None
+    #: A span of the trace could not be read: its run is neither checked nor graded.
+    unreadable: bool = False
 
 
 class Assembler:
@@ -104,6 +106,15 @@ class Assembler:
         buffer.size += size
         self._size += size
         return None
+
+    def mark_unreadable(self, trace: Hashable) -> None:
+        """A span of this trace could not be read: its run is neither checked nor graded (see ``unreadable``)."""
+        with self._lock:
+            buffer = self._traces.get(trace)
+            if buffer is None and trace not in self._done and len(self._traces) < self.max_traces:
+                buffer = self._traces[trace] = TraceBuffer()
+            if buffer is not None:
+                buffer.unreadable = True
 
     @property
     def size(self) -> int:

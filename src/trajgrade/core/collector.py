@@ -40,7 +40,7 @@ from trajgrade.core.trajectory.cost import Price
 from trajgrade.core.trajectory.model import Trajectory
 from trajgrade.core.trajectory.normalize import SpanRecord
 
-__all__ = ["CollectedRun", "RunCollector", "is_own", "is_root"]
+__all__ = ["CollectedRun", "RunCollector", "UnreadableSpan", "is_own", "is_root"]
 
 P = TypeVar("P")  # what the door keeps with a root to emit the results on (a span, its bytes, ...)
 X = TypeVar("X")
@@ -58,6 +58,15 @@ def is_root(parent_span_id: object, parent_is_remote: bool | None) -> bool:
 def is_own(scope_name: str | None) -> bool:
     """Whether a span is trajgrade's own (its evaluation span): never part of a run."""
     return scope_name == sc.TRAJGRADE_SCOPE
+
+
+class UnreadableSpan(Exception):
+    """Raised (from the error) by an ``intake`` for a span it cannot make a record of: its trace's run is then lost
+    to its checks and to grading, as a run is when a span of it cannot be read."""
+
+    def __init__(self, trace: Hashable) -> None:
+        super().__init__(f"a span of trace {trace!r} cannot be read")
+        self.trace = trace
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +177,13 @@ class RunCollector(Generic[P]):
                 item = inbox.popleft()
                 try:
                     taken = intake(item)
+                except UnreadableSpan as e:
+                    cause = e.__cause__
+                    report_internal_error(
+                        "collecting a run", cause if isinstance(cause, Exception) else e, self._on_error
+                    )
+                    self._assembler.mark_unreadable(e.trace)
+                    continue
                 except Exception as e:
                     report_internal_error("collecting a run", e, self._on_error)
                     continue
@@ -213,7 +229,7 @@ class RunCollector(Generic[P]):
     def _check(self, buffer: TraceBuffer) -> list[Breach]:
         assert self.checks is not None
         records = self._assembler.claim(buffer)
-        if not records:
+        if not records or buffer.unreadable:
             return []
         if buffer.trackers is None:
             buffer.trackers = {}
@@ -256,7 +272,7 @@ class RunCollector(Generic[P]):
         runs = [run for trace, held in taken for run in self._guarded(self._held_runs, trace, held, now)]
         for trace, buffer in self._assembler.drain():
             self._on_drop("open_at_shutdown")
-            runs += self._guarded(self._orphan, trace, buffer.records, buffer.dropped_spans)
+            runs += self._guarded(self._orphan, trace, buffer)
         return runs
 
     # --- internals --------------------------------------------------------------------------------------------
@@ -272,6 +288,8 @@ class RunCollector(Generic[P]):
     def _held_runs(self, trace: Hashable, held: list[_Held[P]], cut_at: float | None = None) -> list[CollectedRun[P]]:
         """The runs of a trace's held roots; ``cut_at``: the time of a shutdown that did not wait for them."""
         buffer = self._assembler.pop(trace)
+        if buffer.unreadable:
+            return []
         records, dropped = buffer.records, buffer.dropped_spans
         runs = []
         for h in held:
@@ -290,11 +308,12 @@ class RunCollector(Generic[P]):
         runs: list[CollectedRun[P]] = []
         for trace, buffer in self._assembler.expire(now, keep=holding):
             self._on_drop("trace_age")
-            runs += self._guarded(self._orphan, trace, buffer.records, buffer.dropped_spans)
+            runs += self._guarded(self._orphan, trace, buffer)
         return runs
 
-    def _orphan(self, trace: Hashable, records: list[SpanRecord], dropped: int) -> list[CollectedRun[P]]:
-        if not records:
+    def _orphan(self, trace: Hashable, buffer: TraceBuffer) -> list[CollectedRun[P]]:
+        records, dropped = buffer.records, buffer.dropped_spans
+        if not records or buffer.unreadable:
             return []
         root = root_of(records)
         rest = [r for r in records if r is not root]

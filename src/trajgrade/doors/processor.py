@@ -39,7 +39,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import TracerProvider
 
 from trajgrade.core import semconv as sc
-from trajgrade.core.collector import CollectedRun, RunCollector, is_own
+from trajgrade.core.collector import CollectedRun, RunCollector, UnreadableSpan, is_own
 from trajgrade.core.config import Config
 from trajgrade.core.emit import (
     EvaluationSpans,
@@ -249,7 +249,11 @@ class GradingSpanProcessor(SpanProcessor):
         parts = sdk_parts(span)
         if parts[2].startswith(sc.EVALUATION_SPAN_PREFIX) and self._is_own(span):
             return None
-        return parts[0].trace_id, normalize(SdkSpan.of(parts), keep_attributes=False)
+        trace = parts[0].trace_id
+        try:
+            return trace, normalize(SdkSpan.of(parts), keep_attributes=False)
+        except Exception as e:
+            raise UnreadableSpan(trace) from e
 
     def _put_and_read(self, span: ReadableSpan) -> None:
         self._collector.put(span)
