@@ -326,10 +326,11 @@ def test_faults_never_reach_the_agent(no_reraise: None, reader: InMemoryMetricRe
         object.__setattr__(spec, "grade", original)
 
 
-def test_hot_path_keeps_what_sdk_parts_keeps() -> None:
-    """on_end puts a child in the inbox; it is buffered as the parts ``sdk_parts`` defines, in its order, without
-    copying its attributes."""
-    from trajgrade.core.spans import sdk_parts
+def test_a_child_is_buffered_as_its_record() -> None:
+    """on_end puts a child in the inbox; it is buffered as its record (what ``normalize`` makes of it), not as the
+    span or its attributes."""
+    from trajgrade.core.spans import SdkSpan
+    from trajgrade.core.trajectory.normalize import normalize
 
     processor = GradingSpanProcessor(CONFIG, worker=False)
     provider = TracerProvider()
@@ -344,8 +345,9 @@ def test_hot_path_keeps_what_sdk_parts_keeps() -> None:
         kept, dropped = list(buffer.records), buffer.dropped_spans
     assert dropped == 0 and len(kept) == 1
     assert isinstance(child, ReadableSpan)
-    assert kept[0] == sdk_parts(child)
-    assert kept[0][2] == "execute_tool search" and kept[0][7] == {"gen_ai.tool.name": "search"}
+    assert kept[0] == normalize(SdkSpan(child), keep_attributes=False)
+    assert (kept[0].name, kept[0].tool_name) == ("execute_tool search", "search")
+    assert kept[0].attributes is None
     provider.shutdown()
 
 
@@ -365,7 +367,7 @@ def test_the_inbox_keeps_each_traces_order_and_loses_only_a_span_it_cannot_read(
             processor._collector.put(object())  # not a span: its intake fails
     processor._collector.read_inbox()
     traces = processor._collector._assembler._traces
-    names = [[parts[2] for parts in traces[r.get_span_context().trace_id].records] for r in roots]
+    names = [[record.name for record in traces[r.get_span_context().trace_id].records] for r in roots]
     assert names == [["chat 0", "chat 2", "chat 4"], ["chat 1", "chat 3", "chat 5"]]
     errors = metric_points(reader, "trajgrade.internal_errors")
     assert [p.value for p in errors] == [1]

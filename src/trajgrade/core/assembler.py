@@ -1,4 +1,4 @@
-"""Per-trace buffers of spans (or their records), bounded, released when a trace's root ends.
+"""Per-trace buffers of span records, bounded, released when a trace's root ends.
 
 The shape follows the SDK's tail-sampling processors: a dict of buffers behind one lock that is held only to
 append or pop, never while calling out. Every bound drops with a reason that the caller counts:
@@ -18,17 +18,18 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Container, Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any
+
+from trajgrade.core.trajectory.normalize import SpanRecord, share_strings
 
 __all__ = ["Assembler", "TraceBuffer"]
 
 _RECENT = 4096
-T = TypeVar("T")
 
 
 @dataclass(slots=True)
-class TraceBuffer(Generic[T]):
-    records: list[T] = field(default_factory=list)
+class TraceBuffer:
+    records: list[SpanRecord] = field(default_factory=list)
     first_seen: float = field(default_factory=time.monotonic)
     dropped_spans: int = 0
     size: int = 0  # bytes of the items added with a size
@@ -36,10 +37,13 @@ class TraceBuffer(Generic[T]):
     checked: int = 0
     trackers: Any = None
     check_lock: Any = None
+    #: A span of the trace could not be read: its run is neither checked nor graded.
+    unreadable: bool = False
 
 
-class Assembler(Generic[T]):
-    """Buffers items (span views or records) by trace key (the trace id, as an int or a hex string)."""
+class Assembler:
+    """Buffers span records by trace key (the trace id, as an int or a hex string); a trace's records share the
+    strings whose values repeat (``share_strings``)."""
 
     def __init__(
         self,
@@ -57,22 +61,23 @@ class Assembler(Generic[T]):
         self._on_drop = on_drop
         # Guards _traces and _done: appends come from every thread that ends a span.
         self._lock = threading.Lock()
-        self._traces: dict[Hashable, TraceBuffer[T]] = {}
+        self._traces: dict[Hashable, TraceBuffer] = {}
         self._done: OrderedDict[Hashable, None] = OrderedDict()
         self._size = 0  # bytes of every buffered item added with a size
 
     def __len__(self) -> int:
         return len(self._traces)
 
-    def add(self, trace: Hashable, record: T) -> None:
+    def add(self, trace: Hashable, record: SpanRecord) -> None:
         with self._lock:  # the common case first: a buffered trace with room
             buffer = self._traces.get(trace)
-            if buffer is not None and len(buffer.records) < self.max_spans_per_trace:
+            if buffer is not None and 0 < len(buffer.records) < self.max_spans_per_trace:
+                share_strings(record, buffer.records[-1])
                 buffer.records.append(record)
                 return
         self.extend(((trace, record, 0),))  # a new trace, a full one, or one already graded
 
-    def extend(self, items: Iterable[tuple[Hashable, T, int]]) -> None:
+    def extend(self, items: Iterable[tuple[Hashable, SpanRecord, int]]) -> None:
         """``add`` for many items, each with its size in bytes, taking the lock once (the sidecar adds a request's
         spans together)."""
         with self._lock:
@@ -80,7 +85,7 @@ class Assembler(Generic[T]):
         for reason in reasons:
             self._on_drop(reason)
 
-    def _put(self, trace: Hashable, record: T, size: int) -> str | None:
+    def _put(self, trace: Hashable, record: SpanRecord, size: int) -> str | None:
         """Buffer an item (the lock is held); the reason it was dropped, if it was."""
         buffer = self._traces.get(trace)
         if buffer is None:
@@ -95,17 +100,28 @@ class Assembler(Generic[T]):
         if size and self.max_bytes is not None and self._size + size > self.max_bytes:
             buffer.dropped_spans += 1  # the trace stays, so that its run is known to be partial
             return "max_buffered_bytes"
+        if buffer.records:
+            share_strings(record, buffer.records[-1])
         buffer.records.append(record)
         buffer.size += size
         self._size += size
         return None
+
+    def mark_unreadable(self, trace: Hashable) -> None:
+        """A span of this trace could not be read: its run is neither checked nor graded (see ``unreadable``)."""
+        with self._lock:
+            buffer = self._traces.get(trace)
+            if buffer is None and trace not in self._done and len(self._traces) < self.max_traces:
+                buffer = self._traces[trace] = TraceBuffer()
+            if buffer is not None:
+                buffer.unreadable = True
 
     @property
     def size(self) -> int:
         """Bytes of the buffered items added with a size."""
         return self._size
 
-    def pop(self, trace_id: Hashable) -> TraceBuffer[T]:
+    def pop(self, trace_id: Hashable) -> TraceBuffer:
         """Release a trace (its root ended); later spans of it are dropped as ``after_root``."""
         with self._lock:
             buffer = self._traces.pop(trace_id, None)
@@ -116,7 +132,7 @@ class Assembler(Generic[T]):
                 self._done.popitem(last=False)
         return buffer if buffer is not None else TraceBuffer()
 
-    def expire(self, now: float | None = None, keep: Container[Hashable] = ()) -> list[tuple[Hashable, TraceBuffer[T]]]:
+    def expire(self, now: float | None = None, keep: Container[Hashable] = ()) -> list[tuple[Hashable, TraceBuffer]]:
         """Release the traces older than ``max_trace_age_s`` (but those in ``keep``)."""
         now = time.monotonic() if now is None else now
         with self._lock:
@@ -127,7 +143,7 @@ class Assembler(Generic[T]):
             self._size -= sum(b.size for _, b in released)
         return released
 
-    def unchecked(self, trace: Hashable | None = None) -> list[TraceBuffer[T]]:
+    def unchecked(self, trace: Hashable | None = None) -> list[TraceBuffer]:
         """The buffers with items the in-flight checks have not seen (of one trace, or of all), each with a
         ``check_lock`` to take before ``claim``."""
         with self._lock:
@@ -142,16 +158,15 @@ class Assembler(Generic[T]):
                     b.check_lock = threading.Lock()
         return found
 
-    def claim(self, buffer: TraceBuffer[T]) -> tuple[int, list[T]]:
-        """The items of a buffer the checks have not seen, and where they start; they are seen from now on (call
-        with the buffer's ``check_lock`` held)."""
+    def claim(self, buffer: TraceBuffer) -> list[SpanRecord]:
+        """The items of a buffer the checks have not seen; they are seen from now on (call with the buffer's
+        ``check_lock`` held)."""
         with self._lock:
-            start = buffer.checked
-            items = buffer.records[start:]
+            items = buffer.records[buffer.checked :]
             buffer.checked = len(buffer.records)
-        return start, items
+        return items
 
-    def drain(self) -> list[tuple[Hashable, TraceBuffer[T]]]:
+    def drain(self) -> list[tuple[Hashable, TraceBuffer]]:
         """Release every trace (shutdown)."""
         with self._lock:
             released = list(self._traces.items())

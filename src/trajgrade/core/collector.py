@@ -10,12 +10,12 @@ its spans here, adapted to span records, and gets runs back, ready to grade. The
   later batch) are still in; then its run is **due**. Roots past ``max_pending`` are not held: counted
   ``queue_full`` and passed on ungraded.
 - A door whose spans end on the application's threads **puts** them in an inbox (:meth:`RunCollector.put`: an
-  append, no lock) and gives an ``intake`` that reads one (its trace and what to buffer, or None to leave it
+  append, no lock) and gives an ``intake`` that reads one (its trace and its span record, or None to leave it
   out); the inbox is read into the buffers, in order, by whoever uses the collector next (the worker's pass, a
-  root, a check), so the application's thread pays for the append only.
+  root, a check), so the application's thread pays for the append only, and a span is buffered as its record,
+  never as the span.
 - With **in-flight checks** (``checks``), :meth:`RunCollector.check_open` reads the spans that ended since the last
-  call, once each, and feeds them to their open run's checks (``inflight``); the records it makes are kept, so
-  the run is not read twice when it is graded.
+  call, once each, and feeds their records to their open run's checks (``inflight``).
 - A run is **partial** when a span of it was dropped, when its root never ended (graded at shutdown from what
   arrived), or when its root never arrived: a trace with no root for ``max_trace_age_s`` is counted
   ``trace_age`` and graded from what arrived, as is every trace still open when the door closes (counted
@@ -27,7 +27,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
@@ -40,9 +40,8 @@ from trajgrade.core.trajectory.cost import Price
 from trajgrade.core.trajectory.model import Trajectory
 from trajgrade.core.trajectory.normalize import SpanRecord
 
-__all__ = ["CollectedRun", "RunCollector", "is_own", "is_root"]
+__all__ = ["CollectedRun", "RunCollector", "UnreadableSpan", "is_own", "is_root"]
 
-T = TypeVar("T")  # what the door buffers for a span (a span record, or parts it normalizes later)
 P = TypeVar("P")  # what the door keeps with a root to emit the results on (a span, its bytes, ...)
 X = TypeVar("X")
 
@@ -59,6 +58,15 @@ def is_root(parent_span_id: object, parent_is_remote: bool | None) -> bool:
 def is_own(scope_name: str | None) -> bool:
     """Whether a span is trajgrade's own (its evaluation span): never part of a run."""
     return scope_name == sc.TRAJGRADE_SCOPE
+
+
+class UnreadableSpan(Exception):
+    """Raised (from the error) by an ``intake`` for a span it cannot make a record of: its trace's run is then lost
+    to its checks and to grading, as a run is when a span of it cannot be read."""
+
+    def __init__(self, trace: Hashable) -> None:
+        super().__init__(f"a span of trace {trace!r} cannot be read")
+        self.trace = trace
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,12 +100,11 @@ class _Held(Generic[P]):
     partial: bool
 
 
-class RunCollector(Generic[T, P]):
+class RunCollector(Generic[P]):
     """Buffers spans by trace and returns runs when they are due.
 
     Args:
-        to_record: turns a buffered item into a span record when its run is due (default: items are records).
-        intake: reads an item of the inbox (:meth:`put`): its trace and what to buffer, or None to leave it out.
+        intake: reads an item of the inbox (:meth:`put`): its trace and its span record, or None to leave it out.
         settle_s: how long a root is held after it ends before its run is due.
         max_pending: roots held at once; past it a root is passed on ungraded (``queue_full``).
         max_traces, max_spans_per_trace, max_trace_age_s, max_bytes: the buffers' bounds.
@@ -108,7 +115,6 @@ class RunCollector(Generic[T, P]):
     def __init__(
         self,
         *,
-        to_record: Callable[[T], SpanRecord] | None = None,
         settle_s: float = 0.0,
         max_pending: int = 10_000,
         max_traces: int = 10_000,
@@ -119,9 +125,8 @@ class RunCollector(Generic[T, P]):
         on_error: Callable[[str], None] = lambda error_type: None,
         checks: InFlightChecks | None = None,
         clock: Callable[[], float] = time.monotonic,
-        intake: Callable[[Any], tuple[Hashable, T] | None] | None = None,
+        intake: Callable[[Any], tuple[Hashable, SpanRecord] | None] | None = None,
     ) -> None:
-        self._to_record = to_record
         self._intake = intake
         self._inbox: deque[Any] = deque()
         self._inbox_lock = threading.Lock()  # one reader at a time, so that a trace's items keep their order
@@ -132,7 +137,7 @@ class RunCollector(Generic[T, P]):
         self._max_pending = max_pending
         self._on_drop = on_drop
         self._clock = clock
-        self._assembler: Assembler[T] = Assembler(
+        self._assembler = Assembler(
             max_traces=max_traces,
             max_spans_per_trace=max_spans_per_trace,
             max_trace_age_s=max_trace_age_s,
@@ -172,6 +177,13 @@ class RunCollector(Generic[T, P]):
                 item = inbox.popleft()
                 try:
                     taken = intake(item)
+                except UnreadableSpan as e:
+                    cause = e.__cause__
+                    report_internal_error(
+                        "collecting a run", cause if isinstance(cause, Exception) else e, self._on_error
+                    )
+                    self._assembler.mark_unreadable(e.trace)
+                    continue
                 except Exception as e:
                     report_internal_error("collecting a run", e, self._on_error)
                     continue
@@ -214,13 +226,11 @@ class RunCollector(Generic[T, P]):
                 breaches += self._guarded(self._check, buffer)
         return breaches
 
-    def _check(self, buffer: TraceBuffer[Any]) -> list[Breach]:
+    def _check(self, buffer: TraceBuffer) -> list[Breach]:
         assert self.checks is not None
-        start, items = self._assembler.claim(buffer)
-        if not items:
+        records = self._assembler.claim(buffer)
+        if not records or buffer.unreadable:
             return []
-        records = self._records(items)
-        buffer.records[start : start + len(records)] = records  # read once: grading takes these
         if buffer.trackers is None:
             buffer.trackers = {}
         breaches: list[Breach] = []
@@ -262,7 +272,7 @@ class RunCollector(Generic[T, P]):
         runs = [run for trace, held in taken for run in self._guarded(self._held_runs, trace, held, now)]
         for trace, buffer in self._assembler.drain():
             self._on_drop("open_at_shutdown")
-            runs += self._guarded(self._orphan, trace, buffer.records, buffer.dropped_spans)
+            runs += self._guarded(self._orphan, trace, buffer)
         return runs
 
     # --- internals --------------------------------------------------------------------------------------------
@@ -275,17 +285,12 @@ class RunCollector(Generic[T, P]):
             report_internal_error("collecting a run", e, self._on_error)
             return []
 
-    def _records(self, items: Iterable[Any]) -> list[SpanRecord]:
-        """The items' span records (the in-flight checks may have read some already)."""
-        to_record = self._to_record
-        if to_record is None:
-            return list(items)  # the items are records
-        return [item if isinstance(item, SpanRecord) else to_record(item) for item in items]
-
     def _held_runs(self, trace: Hashable, held: list[_Held[P]], cut_at: float | None = None) -> list[CollectedRun[P]]:
         """The runs of a trace's held roots; ``cut_at``: the time of a shutdown that did not wait for them."""
         buffer = self._assembler.pop(trace)
-        records, dropped = self._records(buffer.records), buffer.dropped_spans
+        if buffer.unreadable:
+            return []
+        records, dropped = buffer.records, buffer.dropped_spans
         runs = []
         for h in held:
             notes = _dropped_note(dropped)
@@ -303,12 +308,12 @@ class RunCollector(Generic[T, P]):
         runs: list[CollectedRun[P]] = []
         for trace, buffer in self._assembler.expire(now, keep=holding):
             self._on_drop("trace_age")
-            runs += self._guarded(self._orphan, trace, buffer.records, buffer.dropped_spans)
+            runs += self._guarded(self._orphan, trace, buffer)
         return runs
 
-    def _orphan(self, trace: Hashable, items: list[T], dropped: int) -> list[CollectedRun[P]]:
-        records = self._records(items)
-        if not records:
+    def _orphan(self, trace: Hashable, buffer: TraceBuffer) -> list[CollectedRun[P]]:
+        records, dropped = buffer.records, buffer.dropped_spans
+        if not records or buffer.unreadable:
             return []
         root = root_of(records)
         rest = [r for r in records if r is not root]

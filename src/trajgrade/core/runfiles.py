@@ -9,7 +9,7 @@ from pathlib import Path
 
 from trajgrade.core.collector import RunCollector, is_own, is_root
 from trajgrade.core.readers import NOT_TRACE_DATA, read_path
-from trajgrade.core.trajectory import SpanRecord, Trajectory, normalize
+from trajgrade.core.trajectory import Trajectory, normalize
 from trajgrade.core.trajectory.cost import Price
 from trajgrade.exceptions import TraceDecodeError
 
@@ -44,7 +44,7 @@ def read_runs(paths: Sequence[str], prices: Mapping[str, Price] | None = None) -
     """The runs in ``paths`` in root start order, and the problems to report: a file that cannot be read, and
     input that held spans but gave no run. Runs are made as every door makes them (:mod:`trajgrade.core.collector`):
     a trace whose root is not among the spans read is a partial run."""
-    collector: RunCollector[SpanRecord, str] = RunCollector(max_traces=2**62, max_spans_per_trace=2**62)
+    collector: RunCollector[str] = RunCollector(max_traces=2**62, max_spans_per_trace=2**62)
     seen: set[tuple[str, str]] = set()
     first_file: dict[str, str] = {}  # where each trace was first seen: the file of a run whose root is missing
     spans_read = 0

@@ -89,12 +89,11 @@ SdkParts = tuple[Any, ...]
 
 
 def sdk_parts(span: ReadableSpan) -> SdkParts:
-    """What trajgrade keeps of an ended SDK span: references to its parts in one tuple, no copy.
+    """The parts of an ended SDK span that its view reads: references in one tuple, no copy.
 
     This runs for every span the agent ends, so it reads the fields behind the public properties (which
-    copy: ``events`` builds a tuple, ``attributes`` a mappingproxy) and keeps the attributes' plain dict
-    rather than their thread-safe wrapper: one tuple and one dict per span is what the garbage collector
-    then walks, instead of a ReadableSpan and its empty event and link lists (about 3.5 KB).
+    copy: ``events`` builds a tuple, ``attributes`` a mappingproxy) and takes the attributes' plain dict
+    rather than their thread-safe wrapper.
     """
     try:
         return (

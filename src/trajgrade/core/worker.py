@@ -13,7 +13,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Hashable
-from typing import Any, Generic
+from typing import Generic
 
 from trajgrade.core.collector import CollectedRun, P, RunCollector
 from trajgrade.core.grading import Grading
@@ -45,7 +45,7 @@ class GradingWorker(Generic[P]):
 
     def __init__(
         self,
-        collector: RunCollector[Any, P],
+        collector: RunCollector[P],
         grading: Grading,
         finish: Callable[[list[Graded[P]]], None],
         *,

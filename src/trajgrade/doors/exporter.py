@@ -23,7 +23,7 @@ from trajgrade.core.grading import Grading
 from trajgrade.core.internal_errors import internal_errors
 from trajgrade.core.running import RunReport
 from trajgrade.core.spans import SdkSpan
-from trajgrade.core.trajectory.normalize import SpanRecord, normalize
+from trajgrade.core.trajectory.normalize import normalize
 
 __all__ = ["GradingSpanExporter"]
 
@@ -56,7 +56,7 @@ class GradingSpanExporter(SpanExporter):
         self._grading = Grading(config, meter_provider=meter_provider, on_report=on_report, active=self._active)
         self._logger = evaluation_logger(logger_provider)
         self._evaluation_spans = EvaluationSpans(tracer_provider)
-        self._collector: RunCollector[SpanRecord, int] = RunCollector(
+        self._collector: RunCollector[int] = RunCollector(
             max_traces=max_traces,
             max_spans_per_trace=max_spans_per_trace,
             max_trace_age_s=max_trace_age_s,

@@ -8,10 +8,10 @@ Wiring::
     provider.add_span_processor(GradingSpanProcessor(config))
 
 The hot path (``on_end`` of a non-root span) appends the span to the collector's inbox (no lock, nothing read) and
-hands it downstream at once; the worker reads it, keeping its parts, within ``check_interval_s`` (a second with
-in-flight checks off). Only the root waits, and only for grading, which runs on a worker thread. Nothing raises into
-the application; every drop is counted with a reason; ``shutdown`` and ``force_flush`` follow the SDK's contract,
-and runs still open at shutdown are graded as partial.
+hands it downstream at once; the worker reads it into its compact record (the span itself is not kept) within
+``check_interval_s`` (a second with in-flight checks off). Only the root waits, and only for grading, which runs on
+a worker thread. Nothing raises into the application; every drop is counted with a reason; ``shutdown`` and
+``force_flush`` follow the SDK's contract, and runs still open at shutdown are graded as partial.
 
 In flight, the worker reads the spans of open runs as they end (every ``check_interval_s``) and checks the
 graders that can break before the end (``inflight``). A breach is emitted at once: a ``gen_ai.evaluation.result``
@@ -39,7 +39,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import TracerProvider
 
 from trajgrade.core import semconv as sc
-from trajgrade.core.collector import CollectedRun, RunCollector, is_own
+from trajgrade.core.collector import CollectedRun, RunCollector, UnreadableSpan, is_own
 from trajgrade.core.config import Config
 from trajgrade.core.emit import (
     EvaluationSpans,
@@ -53,7 +53,7 @@ from trajgrade.core.grading import Grading
 from trajgrade.core.inflight import Breach, InFlightChecks
 from trajgrade.core.internal_errors import internal_errors, report_internal_error
 from trajgrade.core.running import RunReport
-from trajgrade.core.spans import SdkParts, SdkSpan, sdk_parts
+from trajgrade.core.spans import SdkSpan, sdk_parts
 from trajgrade.core.trajectory.normalize import SpanRecord, classify, normalize
 from trajgrade.core.worker import Graded, GradingWorker
 
@@ -80,10 +80,6 @@ def _flush_at_exit(ref: weakref.ref[GradingSpanProcessor]) -> None:
     if processor is not None and not processor._shutdown:
         with internal_errors("exit", processor._grading.count_internal_error):
             processor.shutdown(5_000)
-
-
-def _record(parts: SdkParts) -> SpanRecord:
-    return normalize(SdkSpan(parts), keep_attributes=False)
 
 
 def _root_record(span: ReadableSpan) -> Callable[[], SpanRecord]:
@@ -143,8 +139,7 @@ class GradingSpanProcessor(SpanProcessor):
         self._evaluation_spans = EvaluationSpans(tracer_provider)
         checks = InFlightChecks(config, enforce=enforce) if in_flight else None
         self._enforcing = checks is not None and checks.enforcing
-        self._collector: RunCollector[SdkParts, _Root] = RunCollector(
-            to_record=_record,
+        self._collector: RunCollector[_Root] = RunCollector(
             settle_s=settle_s,
             max_pending=max_pending,
             max_traces=max_traces,
@@ -248,13 +243,17 @@ class GradingSpanProcessor(SpanProcessor):
         scope = span.instrumentation_scope
         return is_own(scope.name if scope is not None else None)
 
-    def _intake(self, span: ReadableSpan) -> tuple[int, SdkParts] | None:
-        """A span that was put: its trace and the parts kept of it; None for trajgrade's own evaluation span (a
-        child of the root: its name is checked first, it is cheap)."""
+    def _intake(self, span: ReadableSpan) -> tuple[int, SpanRecord] | None:
+        """A span that was put: its trace and its record; None for trajgrade's own evaluation span (a child of the
+        root: its name is checked first, it is cheap)."""
         parts = sdk_parts(span)
         if parts[2].startswith(sc.EVALUATION_SPAN_PREFIX) and self._is_own(span):
             return None
-        return parts[0].trace_id, parts
+        trace = parts[0].trace_id
+        try:
+            return trace, normalize(SdkSpan(parts), keep_attributes=False)
+        except Exception as e:
+            raise UnreadableSpan(trace) from e
 
     def _put_and_read(self, span: ReadableSpan) -> None:
         self._collector.put(span)

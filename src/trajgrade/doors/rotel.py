@@ -40,7 +40,7 @@ from trajgrade.core.grading import Grading
 from trajgrade.core.inflight import InFlightChecks
 from trajgrade.core.run_logs import RunLogs, emit_breaches
 from trajgrade.core.spans import SpanEvent, make_event, otlp_parent_is_remote
-from trajgrade.core.trajectory.normalize import SpanRecord, normalize
+from trajgrade.core.trajectory.normalize import normalize
 from trajgrade.core.worker import Graded, GradingWorker
 
 __all__ = ["RotelGrader", "process_spans"]
@@ -191,7 +191,7 @@ class RotelGrader:
         if log_exporters:
             self._logs = RunLogs(log_exporters, max_runs=max_traces, on_error=self._grading.count_internal_error)
             atexit.register(self._logs.shutdown)  # runs after the worker's close below: the last runs are graded first
-        self._collector: RunCollector[SpanRecord, Any] = RunCollector(
+        self._collector: RunCollector[Any] = RunCollector(
             settle_s=settle_s,
             max_traces=max_traces,
             max_spans_per_trace=max_spans_per_trace,

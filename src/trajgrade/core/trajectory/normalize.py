@@ -18,7 +18,7 @@ from trajgrade.core.spans import STATUS_ERROR, SpanView
 from trajgrade.core.trajectory.model import Usage
 from trajgrade.core.trajectory.span_shape import SpanShape, shape_of
 
-__all__ = ["MISSING", "PartsRef", "SpanRecord", "classify", "normalize"]
+__all__ = ["MISSING", "PartsRef", "SpanRecord", "classify", "normalize", "share_strings"]
 
 
 class _Missing:
@@ -410,3 +410,29 @@ def _flat_tool_calls(
 
 def _str_or_none(value: Any) -> str | None:
     return str(value) if value is not None else None
+
+
+def share_strings(record: SpanRecord, earlier: SpanRecord) -> None:
+    """Let a record hold the string objects of an earlier record of its trace wherever their values are equal: its
+    trace id, its parent (a sibling's), its own id (when the earlier span is its child), its name, agent, tool
+    name, model, provider and service. A buffered trace then holds one copy of each value that repeats, however
+    its spans arrived (the readers make new strings for every span)."""
+    if record.trace_id == earlier.trace_id:
+        record.trace_id = earlier.trace_id
+    parent = record.parent_span_id
+    if parent is not None and parent == earlier.parent_span_id:
+        record.parent_span_id = earlier.parent_span_id
+    if record.span_id == earlier.parent_span_id:
+        record.span_id = earlier.parent_span_id
+    if record.name == earlier.name:
+        record.name = earlier.name
+    if record.agent_name is not None and record.agent_name == earlier.agent_name:
+        record.agent_name = earlier.agent_name
+    if record.tool_name is not None and record.tool_name == earlier.tool_name:
+        record.tool_name = earlier.tool_name
+    if record.model is not None and record.model == earlier.model:
+        record.model = earlier.model
+    if record.provider is not None and record.provider == earlier.provider:
+        record.provider = earlier.provider
+    if record.service_name is not None and record.service_name == earlier.service_name:
+        record.service_name = earlier.service_name

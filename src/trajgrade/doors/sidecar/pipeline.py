@@ -147,7 +147,7 @@ class Pipeline:
             most, most_bytes = _MAX_QUEUED_EVENTS
             events = WireEvents([Forwarder(t, max_spans=most, max_bytes=most_bytes, signal=LOGS) for t in forward_to])
             self._logs = RunLogs(sink=events, max_runs=max_traces, on_error=self._count_internal_error)
-        self._collector: RunCollector[SpanRecord, _Held] = RunCollector(
+        self._collector: RunCollector[_Held] = RunCollector(
             settle_s=settle_s,
             max_pending=max_traces,
             max_traces=max_traces,
