@@ -44,6 +44,24 @@ def pytest_configure(config: pytest.Config) -> None:
 FRAMEWORKS = ("langgraph", "smolagents", "llamaindex", "autogen", "agent_framework", "google_adk", "crewai")
 
 
+#: What a span view gives (``spans.SpanView``) but its events: the fields tests compare view by view.
+VIEW_FIELDS = (
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "parent_is_remote",
+    "name",
+    "kind",
+    "start_unix_nano",
+    "end_unix_nano",
+    "status_code",
+    "status_message",
+    "attributes",
+    "resource_attributes",
+    "scope_name",
+)
+
+
 def fixture_files() -> list[Path]:
     """Every fixture with a truth file beside it."""
     return sorted(p for p in FIXTURES.glob("*/*/*.json") if not p.name.endswith(".truth.json"))

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 import pytest
-from conftest import FIXTURES, fixture_files
+from conftest import FIXTURES, VIEW_FIELDS, fixture_files
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
@@ -374,24 +374,6 @@ def _run_cli_on(data: bytes) -> None:
 
 
 # --- orjson and the plain shape read as json and the reference reader do ----------------------------------------
-#: What a span view gives (``spans.SpanView``), but its events, compared apart.
-_VIEW_FIELDS = (
-    "trace_id",
-    "span_id",
-    "parent_span_id",
-    "parent_is_remote",
-    "name",
-    "kind",
-    "start_unix_nano",
-    "end_unix_nano",
-    "status_code",
-    "status_message",
-    "attributes",
-    "resource_attributes",
-    "scope_name",
-)
-
-
 def _reading(data: bytes, reader: Any) -> Any:
     """Every field of every span a reader gives, or the message it raises."""
     try:
@@ -400,7 +382,7 @@ def _reading(data: bytes, reader: Any) -> Any:
         return str(e)
     return [
         (
-            *(getattr(s, f) for f in _VIEW_FIELDS),
+            *(getattr(s, f) for f in VIEW_FIELDS),
             [(e.name, e.time_unix_nano, e.attributes) for e in s.events],
         )
         for s in spans

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import fixture_files
+from conftest import VIEW_FIELDS, fixture_files
 from google.protobuf.message import DecodeError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -24,21 +24,6 @@ from trajgrade.doors.sidecar._protowire import encode_result_fields, read_reques
 from trajgrade.doors.sidecar.otlp import BadRequest, decode_body, parse_protobuf
 
 FILES = fixture_files()
-_FIELDS = (
-    "trace_id",
-    "span_id",
-    "parent_span_id",
-    "parent_is_remote",
-    "name",
-    "kind",
-    "start_unix_nano",
-    "end_unix_nano",
-    "status_code",
-    "status_message",
-    "attributes",
-    "resource_attributes",
-    "scope_name",
-)
 
 
 def _expected(body: bytes) -> list[tuple[Any, ...]]:
@@ -51,13 +36,13 @@ def _expected(body: bytes) -> list[tuple[Any, ...]]:
             for span in ss.spans:
                 view = ProtoSpan(span, resource, ss.scope.name)
                 events = [(e.name, e.time_unix_nano, e.attributes) for e in view.events]
-                out.append(repr((*(getattr(view, f) for f in _FIELDS), events)))
+                out.append(repr((*(getattr(view, f) for f in VIEW_FIELDS), events)))
     return out
 
 
 def _read(body: bytes) -> list[tuple[Any, ...]]:
     return [
-        repr((*(getattr(s, f) for f in _FIELDS), [(e.name, e.time_unix_nano, e.attributes) for e in s.events]))
+        repr((*(getattr(s, f) for f in VIEW_FIELDS), [(e.name, e.time_unix_nano, e.attributes) for e in s.events]))
         for s in read_request(body)
     ]
 
