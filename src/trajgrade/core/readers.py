@@ -369,8 +369,11 @@ def _integer(inner: Any, where: str, depth: int) -> Any:
 
 
 def _double(inner: Any, where: str, depth: int) -> Any:
-    decoded: object = inner  # the decoder's own object (json's NaN is one object, equal to itself as a reading),
-    if type(inner) is float:  # not one made again from its value (compiled code would, for a variable of type float)
+    # The decoder's own object, not a float made again from its value: json's NaN is one object, so two readings
+    # of a file compare equal. Compiled code makes a new float for a variable typed float, even one narrowed to
+    # float by the check below: hence a variable of type object, declared before it.
+    decoded: object = inner
+    if type(inner) is float:
         return decoded
     if not isinstance(inner, bool) and isinstance(inner, int | float | str):
         try:
