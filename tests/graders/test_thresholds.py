@@ -117,15 +117,19 @@ def test_seed_000_snippets_load(snippet: str) -> None:
     [("type: wall-time\n    config: {max: 2s}", 2000), ("type: latency\n    max_ms: 2000", 2000)],
 )
 def test_a_duration_checked_in_flight_breaks_where_its_rounded_value_does(entry: str, limit_ms: int) -> None:
-    """The checks answer "well within" from the raw nanoseconds; around the limit, the rounded duration decides."""
+    """The gate lets the check through from a millisecond below the limit; around the limit, the rounded duration
+    decides."""
     from trajgrade.core.graders.watch import RunSoFar
-    from trajgrade.core.inflight import InFlightChecks
 
-    config = parse_config(f"graders:\n  - {entry}\n")
+    (grader,) = parse_config(f"graders:\n  - {entry}\n").suites[0].graders
+    assert grader.spec.watch is not None
+    gate = grader.spec.watch(grader.options, grader.name)
+    assert gate is not None and gate.check is not None
     ns = limit_ms * 1_000_000
     for d in (ns - 1_000_001, ns - 1_000_000, ns - 999_999, ns - 1, ns, ns + 40_000, ns + 49_999, ns + 50_000, ns + 1):
-        (watch, _), *_ = InFlightChecks(config).start()._watches
         run = RunSoFar()
         run.start_unix_nano, run.end_unix_nano = 1, 1 + d
         rounded_ms = round(d / 1e6, 1) if "latency" in entry else round(d / 1e9, 3) * 1000
-        assert (watch(run, None) is not None) == (rounded_ms > limit_ms), d
+        breaks = run.past(gate.over) and gate.check(run, None) is not None
+        assert breaks == (rounded_ms > limit_ms), d
+        assert run.past(gate.over) == (d > ns - 1_000_000), d  # the check is called from a millisecond below

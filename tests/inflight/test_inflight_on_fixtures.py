@@ -17,6 +17,7 @@ import pytest
 from conftest import FIXTURES, fixture_files
 
 from trajgrade import ConfigError, grade_run, parse_config
+from trajgrade.core.graders.watch import ON_TOOL_CALLS, Gate
 from trajgrade.core.inflight import Breach, InFlightChecks, RunTracker
 from trajgrade.core.readers import read_path
 from trajgrade.core.trajectory import Trajectory, build_trajectories, normalize
@@ -37,7 +38,7 @@ def load(path: Path) -> tuple[list[SpanRecord], Trajectory, dict[str, Any]]:
 
 def in_flight(records: list[SpanRecord], t: Trajectory, config: Any) -> tuple[RunTracker, list[Breach]]:
     """Feed a run's spans but its root, in the order they ended, as a door sees them while the run is open."""
-    tracker = InFlightChecks(config).start()
+    tracker = (config if isinstance(config, InFlightChecks) else InFlightChecks(config)).start()
     breaches: list[Breach] = []
     for r in sorted(records, key=lambda r: (r.end_unix_nano, r.start_unix_nano)):
         if r.span_id != t.root_span_id:
@@ -107,6 +108,27 @@ def test_a_breach_in_flight_is_a_failure_at_the_end(path: Path) -> None:
         assert "forbidden" in breached
     if path.stem == "repeat_six" and all(s.tool is not None and s.tool.arguments_captured for s in t.tool_steps):
         assert {"repeat", "retries", "loop"} <= breached  # a real loop is caught while the run is open
+
+
+@pytest.mark.parametrize("path", FILES, ids=ident)
+def test_a_gates_bounds_hide_no_breach(path: Path) -> None:
+    """The checks called on every span their gate is on, bounds or not, break on the same spans."""
+    records, t, truth = load(path)
+    checks = InFlightChecks(config(*limits(truth, t)))
+    _, gated = in_flight(records, t, checks)
+    checks._gates = tuple(Gate(g.check, start=g.start, on=g.on, tools=g.tools) for g in checks._gates)
+    _, ungated = in_flight(records, t, checks)
+    assert [(b.result.name, b.span_id) for b in gated] == [(b.result.name, b.span_id) for b in ungated]
+    assert any(g.over for g in InFlightChecks(config(*limits(truth, t)))._gates)
+
+
+def test_a_gate_decides_a_tool_name_once_and_keeps_a_bounded_number_of_answers() -> None:
+    gate = Gate(lambda run, step: None, tools=["^read_", "^search$"])
+    assert gate.on == ON_TOOL_CALLS
+    assert [gate.takes(n) for n in ("read_file", "search", "searches", "write")] == [True, True, False, False]
+    for i in range(10_000):
+        assert gate.takes(f"read_{i}") and not gate.takes(f"write_{i}")
+    assert len(gate._names) <= 4096
 
 
 @pytest.mark.parametrize("path", [p for p in FILES if p.stem == "repeat_six"], ids=ident)

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 from trajgrade.core import semconv as sc
 from trajgrade.core.config import Config
 from trajgrade.core.graders.base import GraderResult
-from trajgrade.core.graders.watch import RunSoFar, Watch
+from trajgrade.core.graders.watch import ON_CALLS, ON_SPANS, ON_TOOL_CALLS, Gate, RunSoFar, Watch
 from trajgrade.core.trajectory.content import Request, requested, tool_call
 from trajgrade.core.trajectory.cost import Price, call_cost
 from trajgrade.core.trajectory.model import Step
@@ -57,14 +56,6 @@ class Breach:
         return BudgetExceeded(r.name, r.type, r.value, r.limit, r.explanation, self.trace_id, self.span_id)
 
 
-@dataclass(frozen=True, slots=True)
-class _Checked:
-    name: str
-    factory: Any
-    options: Any
-    enforce: bool
-
-
 class InFlightChecks:
     """The in-flight checks of a config; ``enforce`` stops the run on any breach (else only the graders marked
     ``enforce: true`` do)."""
@@ -72,23 +63,24 @@ class InFlightChecks:
     def __init__(self, config: Config, *, enforce: bool = False) -> None:
         suite = config.suites[0] if config.suites and config.suites[0].match is None else None
         graders = suite.graders if suite is not None else ()
-        self._checked = tuple(
-            _Checked(g.name, g.spec.watch, g.options, enforce or g.enforce) for g in graders if g.spec.watch is not None
-        )
+        gates: list[Gate] = []
+        enforced: list[bool] = []
+        for g in graders:
+            gate = g.spec.watch(g.options, g.name) if g.spec.watch is not None else None
+            if gate is not None:
+                gates.append(gate)
+                enforced.append(enforce or g.enforce)
+        self._gates = tuple(gates)
+        self._enforced = tuple(enforced)
         self._prices: Mapping[str, Price] = config.prices
-        self.enforcing = any(c.enforce for c in self._checked)
+        self.enforcing = any(enforced)
 
     def __bool__(self) -> bool:
-        return bool(self._checked)
+        return bool(self._gates)
 
     def start(self) -> RunTracker:
         """A tracker for a newly seen run."""
-        watches = []
-        for c in self._checked:
-            watch = c.factory(c.options, c.name)
-            if watch is not None:
-                watches.append((watch, c.enforce))
-        return RunTracker(watches, self._prices)
+        return RunTracker(self._gates, self._enforced, self._prices)
 
 
 #: What an ended span tells its parent: (LLM call below: did it report usage, did it fail) and (tool call below:
@@ -100,12 +92,15 @@ class RunTracker:
     """One open run's counts and checks; fed each of its span records once, as they end (not thread-safe: one
     feeder at a time)."""
 
-    __slots__ = ("_below", "_breached", "_prices", "_requests", "_watches", "agent", "run")
+    __slots__ = ("_below", "_breached", "_checks", "_enforced", "_gates", "_prices", "_requests", "agent", "run")
 
-    def __init__(self, watches: list[tuple[Watch, bool]], prices: Mapping[str, Price]) -> None:
-        self._watches = watches
+    def __init__(self, gates: tuple[Gate, ...], enforced: tuple[bool, ...], prices: Mapping[str, Price]) -> None:
+        self._gates = gates
+        self._enforced = enforced
+        #: Each gate's check: the shared one, or this run's own.
+        self._checks: list[Watch] = [_check_of(g) for g in gates]
         self._prices = prices
-        self._breached = [False] * len(watches)
+        self._breached = [False] * len(gates)
         self._below: dict[str, _Below] = {}
         #: The tool calls the latest model calls asked for and no tool span took yet (a tool span without
         #: arguments takes the requested ones, as in the trajectory).
@@ -123,16 +118,19 @@ class RunTracker:
         if self.agent is None and r.agent_name:
             self.agent = r.agent_name  # the run's first call is its own agent's (a sub-agent's come later)
         below = self._below.pop(r.span_id, None)
-        step: Step | None = None
+        call = ON_SPANS  # the call this span made, if any: ON_CALLS (an LLM call) or ON_TOOL_CALLS
+        request: Request | None = None
         if r.kind == sc.LLM:
             inner = below[0] if below is not None else None
-            step = self._llm_call(r, inner)
+            call = self._llm_call(r, inner)
             usage, error = r.usage is not None, r.error
             if inner is not None:
                 usage, error = usage or inner[0], error or inner[1]
             below = ((usage, error), below[1] if below is not None else None)
         elif r.kind == sc.TOOL:
-            step = self._tool_call(r, below[1] if below is not None else None)
+            call = self._tool_call(r, below[1] if below is not None else None)
+            if call == ON_TOOL_CALLS:
+                request = self._take_request(r)  # taken in turn, whether or not a check reads this call's step
             below = (below[0] if below is not None else None, (r.tool_name or r.name, r.tool_call_id))
         elif r.kind == sc.AGENT:
             below = None  # an agent's calls are its own: nothing below it folds into a span above
@@ -140,14 +138,26 @@ class RunTracker:
                 run.errors += 1
         if below is not None and r.parent_span_id is not None:
             self._tell_parent(r.parent_span_id, below)
+        return self._check(r, call, request)
+
+    def _check(self, r: SpanRecord, call: int, request: Request | None) -> list[Breach]:
+        """Call the checks that this span's gates let through; the first breach of each."""
+        run = self.run
         breaches: list[Breach] = []
-        for i, (watch, enforce) in enumerate(self._watches):
-            if self._breached[i]:
+        step: Step | None = None
+        for i, gate in enumerate(self._gates):
+            if self._breached[i] or (gate.on != ON_SPANS and (call == ON_SPANS or gate.on > call)):
+                continue  # ON_TOOL_CALLS > ON_CALLS: a gate on tool calls lets no LLM call through
+            if gate.over and not run.past(gate.over):
                 continue
-            result = watch(run, step)
+            if gate.tools is not None and not gate.takes(r.tool_name or r.name):
+                continue
+            if step is None and call != ON_SPANS:
+                step = self._step(r, call, request)
+            result = self._checks[i](run, step)
             if result is not None:
                 self._breached[i] = True
-                breach = Breach(r.trace_id, self.agent, result, enforce, r.service_name)
+                breach = Breach(r.trace_id, self.agent, result, self._enforced[i], r.service_name)
                 if step is not None and step.response_id is not None and breach.span_id == step.span_id:
                     breach = replace(breach, response_id=step.response_id)
                 breaches.append(breach)
@@ -159,9 +169,9 @@ class RunTracker:
             below = (known[0] or below[0], known[1] or below[1])
         self._below[parent] = below
 
-    def _llm_call(self, r: SpanRecord, inner: tuple[bool, bool] | None) -> Step | None:
-        """Count an LLM call; None when it wraps one already counted (double instrumentation), whose missing
-        usage or status it completes, as the trajectory does."""
+    def _llm_call(self, r: SpanRecord, inner: tuple[bool, bool] | None) -> int:
+        """Count an LLM call (``ON_CALLS``); ``ON_SPANS`` (no call) when it wraps one already counted (double
+        instrumentation), whose missing usage or status it completes, as the trajectory does."""
         run = self.run
         if inner is not None:
             inner_usage, inner_error = inner
@@ -174,7 +184,7 @@ class RunTracker:
                     run.llm_calls_without_usage -= 1
                     run.cost_unknown -= 1
                 self._count_usage(r)
-            return None
+            return ON_SPANS
         run.llm_calls += 1
         self._requests.extend(requested(r))
         if len(self._requests) > _REQUESTS_KEPT:
@@ -188,7 +198,7 @@ class RunTracker:
         else:
             run.llm_calls_without_usage += 1
             run.cost_unknown += 1
-        return self._step(r, "llm_call")
+        return ON_CALLS
 
     def _count_usage(self, r: SpanRecord) -> None:
         run, usage = self.run, r.usage
@@ -203,21 +213,24 @@ class RunTracker:
         else:
             run.cost_usd += cost
 
-    def _tool_call(self, r: SpanRecord, inner: tuple[str | None, str | None] | None) -> Step | None:
-        """Count a tool call; None when it wraps the same call (same name or call id), counted already."""
+    def _tool_call(self, r: SpanRecord, inner: tuple[str | None, str | None] | None) -> int:
+        """Count a tool call (``ON_TOOL_CALLS``); ``ON_SPANS`` (no call) when it wraps the same call (same name or
+        call id), counted already."""
         name = r.tool_name or r.name
         if inner is not None and (inner[0] == name or (r.tool_call_id is not None and inner[1] == r.tool_call_id)):
-            return None
+            return ON_SPANS
         self.run.tool_calls += 1
         if r.error:
             self.run.errors += 1
-        return self._step(r, "tool_call")
+        return ON_TOOL_CALLS
 
-    def _step(self, r: SpanRecord, kind: Any) -> Step:
+    def _step(self, r: SpanRecord, call: int, request: Request | None) -> Step:
+        """The step of the call this span made (built only when a check reads it)."""
         run = self.run
+        tool = call == ON_TOOL_CALLS
         return Step(
             index=run.steps - 1,
-            kind=kind,
+            kind="tool_call" if tool else "llm_call",
             span_id=r.span_id,
             parent_span_id=r.parent_span_id,
             name=r.name,
@@ -233,7 +246,7 @@ class RunTracker:
             usage=r.usage,
             cost_usd=r.cost_usd,
             response_id=r.response_id,
-            tool=tool_call(r, self._take_request(r)) if kind == "tool_call" else None,
+            tool=tool_call(r, request) if tool else None,
         )
 
     def _take_request(self, r: SpanRecord) -> Request | None:
@@ -245,3 +258,10 @@ class RunTracker:
                 del self._requests[i]
                 return request
         return None
+
+
+def _check_of(gate: Gate) -> Watch:
+    if gate.check is not None:
+        return gate.check
+    assert gate.start is not None
+    return gate.start()

@@ -10,11 +10,14 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from trajgrade.core.trajectory.model import Trajectory
+
+if TYPE_CHECKING:
+    from trajgrade.core.graders.watch import Gate
 
 __all__ = [
     "Evidence",
@@ -87,8 +90,9 @@ class GraderSpec:
 
     ``grade(trajectory, config, name)`` returns the result; ``needs`` names the trajectory data it reads
     (``tokens``, ``cost``, ``tool_arguments``, ``tool_results``, ``output``), for ``trajgrade graders``.
-    ``watch(config, name)``, for the graders whose verdict can only get worse as a run goes on, makes the check
-    that follows an open run span by span (see ``watch.py``); ``None`` when the config leaves nothing to watch.
+    ``watch(config, name)``, for the graders whose verdict can only get worse as a run goes on, says how a run is
+    checked span by span while it is open (a ``Gate``, see ``watch.py``); ``None`` when the config leaves nothing
+    to watch.
     """
 
     type: str
@@ -98,7 +102,7 @@ class GraderSpec:
     taxonomy: Taxonomy = Taxonomy()
     needs: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
-    watch: Callable[[Any, str], Callable[..., GraderResult | None] | None] | None = None
+    watch: Callable[[Any, str], Gate | None] | None = None
 
 
 def linear_score(value: float, limit: float) -> float:

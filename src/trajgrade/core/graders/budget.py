@@ -20,7 +20,17 @@ from pydantic import Field, field_validator, model_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, linear_score, not_evaluable
 from trajgrade.core.graders.thresholds import failed_requests_note, parse_duration
-from trajgrade.core.graders.watch import RunSoFar, Watch
+from trajgrade.core.graders.watch import (
+    DURATION_MS,
+    INPUT_TOKENS,
+    LLM_CALLS,
+    OUTPUT_TOKENS,
+    REASONING_TOKENS,
+    TOOL_CALLS,
+    TOTAL_TOKENS,
+    Gate,
+    RunSoFar,
+)
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS"]
@@ -173,7 +183,7 @@ def budget(t: Trajectory, c: BudgetConfig, name: str) -> GraderResult:
     )
 
 
-def watch_budget(c: BudgetConfig, name: str) -> Watch:
+def watch_budget(c: BudgetConfig, name: str) -> Gate:
     """Fails on the span that takes any limit past it (token limits once some LLM call reported usage)."""
     duration_limit = parse_duration(c.max_duration) * 1000 if c.max_duration else c.max_duration_ms
 
@@ -208,7 +218,17 @@ def watch_budget(c: BudgetConfig, name: str) -> Watch:
             evidence=tuple(evidence for _, (evidence, _, _) in over),
         )
 
-    return check
+    # A millisecond below the duration limit: no rounding of the duration to the microsecond takes it past.
+    limits = (
+        (INPUT_TOKENS, c.max_input_tokens),
+        (OUTPUT_TOKENS, c.max_output_tokens),
+        (TOTAL_TOKENS, c.max_tokens),
+        (REASONING_TOKENS, c.max_reasoning_tokens),
+        (TOOL_CALLS, c.max_tool_calls),
+        (LLM_CALLS, c.max_llm_calls),
+        (DURATION_MS, duration_limit - 1 if duration_limit is not None else None),
+    )
+    return Gate(check, over=tuple((count, limit) for count, limit in limits if limit is not None))
 
 
 SPECS = (

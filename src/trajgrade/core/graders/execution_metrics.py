@@ -30,7 +30,16 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, Field, model_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec
-from trajgrade.core.graders.watch import RunSoFar, Watch
+from trajgrade.core.graders.watch import (
+    COST_USD,
+    DURATION_MS,
+    INPUT_TOKENS,
+    ON_CALLS,
+    OUTPUT_TOKENS,
+    TOTAL_TOKENS,
+    Gate,
+    RunSoFar,
+)
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["DEFAULT_EXPLORATION_TOOLS", "SPECS"]
@@ -230,41 +239,47 @@ def token_usage(t: Trajectory, c: TokenUsageConfig, name: str) -> GraderResult:
 
 
 # --- in flight: each check fails on the span that takes its number past the limit -------------------------------
-def watch_latency(c: LatencyConfig, name: str) -> Watch:
+def watch_latency(c: LatencyConfig, name: str) -> Gate:
     def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
-        if run.lasted_under(c.max_ms):
-            return None
         ms = round(run.duration_ms, 1)
         if ms <= c.max_ms:
             return None
         span_ids = (run.last_span_id,)
         return _single(name, "latency", [_max_check("Duration", ms, c.max_ms, unit="ms")], ms, c.max_ms, span_ids)
 
-    return check
+    # A millisecond below the limit: no rounding of the duration to the millisecond or finer takes it past.
+    return Gate(check, over=((DURATION_MS, c.max_ms - 1),))
 
 
-def watch_cost(c: CostConfig, name: str) -> Watch:
+def watch_cost(c: CostConfig, name: str) -> Gate:
     """Once every LLM call so far has a known cost (the run's cost is unknown otherwise)."""
 
     def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
-        if step is None or run.cost_unknown or run.cost_usd <= c.max_usd:
+        assert step is not None
+        if run.cost_unknown or run.cost_usd <= c.max_usd:
             return None
         usd = run.cost_usd
         return _single(name, "cost", [_max_check("Cost", usd, c.max_usd, money=True)], usd, c.max_usd, (step.span_id,))
 
-    return check
+    return Gate(check, on=ON_CALLS, over=((COST_USD, c.max_usd),))
 
 
-def watch_token_usage(c: TokenUsageConfig, name: str) -> Watch:
+def watch_token_usage(c: TokenUsageConfig, name: str) -> Gate:
     def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
-        if step is None or not run.usage_known:
+        assert step is not None
+        if not run.usage_known:
             return None
         checks = _token_checks(c, run.total_tokens, run.input_tokens, run.output_tokens)
         if all(k.hit for k in checks):
             return None
         return _single(name, "token_usage", checks, run.total_tokens, _token_limits(c), (step.span_id,))
 
-    return check
+    limits = (
+        (TOTAL_TOKENS, c.max_total_tokens),
+        (INPUT_TOKENS, c.max_input_tokens),
+        (OUTPUT_TOKENS, c.max_output_tokens),
+    )
+    return Gate(check, on=ON_CALLS, over=tuple((count, limit) for count, limit in limits if limit is not None))
 
 
 SPECS = (

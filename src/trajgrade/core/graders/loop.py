@@ -28,7 +28,7 @@ from pydantic import Field, field_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
 from trajgrade.core.graders.loop_search import find_loops, flatten, result_key, similarity
-from trajgrade.core.graders.watch import Repetitions, RunSoFar, Watch
+from trajgrade.core.graders.watch import ON_TOOL_CALLS, Gate, Repetitions, Watch
 from trajgrade.core.patterns import compile_pattern, name_filter
 from trajgrade.core.trajectory.model import Step, Trajectory
 
@@ -137,7 +137,7 @@ class _ResultKey:
 _Call = tuple[str, dict[str, Any] | None, _ResultKey]
 
 
-def watch_loop(c: LoopConfig, name: str) -> Watch:
+def watch_loop(c: LoopConfig, name: str) -> Gate:
     """Fails on the call that makes a block repeat more than ``max_repeats`` times, each call similar to the one a
     period before and its result not changed. A call whose arguments were not captured is similar to none."""
 
@@ -147,13 +147,13 @@ def watch_loop(c: LoopConfig, name: str) -> Watch:
         key_a, key_b = a[2].get(), b[2].get()
         return key_a is None or key_b is None or key_a == key_b  # a changed result is progress
 
-    repetitions = Repetitions(c.max_cycle_period, similar)
-    watched = name_filter(c.tools)
+    def start() -> Watch:
+        repetitions = Repetitions(c.max_cycle_period, similar)
+        return lambda run, step: check(repetitions, step)
 
-    def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
-        tool = step.tool if step is not None else None
-        if step is None or tool is None or not watched(tool.name):
-            return None
+    def check(repetitions: Repetitions, step: Step | None) -> GraderResult | None:
+        assert step is not None and step.tool is not None
+        tool = step.tool
         leaves = flatten(tool.arguments) if tool.arguments_captured else None
         repeats, period = repetitions.add((tool.name, leaves, _ResultKey(step)), step)
         if repeats <= c.max_repeats:
@@ -165,7 +165,7 @@ def watch_loop(c: LoopConfig, name: str) -> Watch:
         found = {"tools": names, "period": period, "repeats": repeats, "span_ids": span_ids}
         return _loop_found(name, c, repeats, [Evidence(text, tuple(span_ids))], [found])
 
-    return check
+    return Gate(start=start, on=ON_TOOL_CALLS, tools=c.tools)
 
 
 SPECS = (

@@ -37,7 +37,7 @@ from pydantic import Field, field_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
 from trajgrade.core.graders.repetition import json_equal, known, longest_repetition, same_call
-from trajgrade.core.graders.watch import Repetitions, RunSoFar, Watch
+from trajgrade.core.graders.watch import ON_TOOL_CALLS, Gate, Repetitions, Watch
 from trajgrade.core.patterns import compile_pattern, name_filter
 from trajgrade.core.trajectory.model import Step, Trajectory
 
@@ -161,28 +161,32 @@ def _loop_outcome(
 # --- in flight: repetitions followed call by call ------------------------------------------------------------------
 def _watch_repetition(
     c: MaxRepeatConfig | LoopOutcomeConfig, most: int, verdict: Callable[[int, int, list[Step], int], GraderResult]
-) -> Watch:
+) -> Gate:
     """Fails on the call that makes a block occur more than ``most`` times in a row."""
     match = c.match
-    repetitions = Repetitions(c.max_cycle_period, lambda a, b: same_call(a, b, match))
-    watched = name_filter(c.tools)
 
-    def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
-        if step is None or step.tool is None or not watched(step.tool.name):
-            return None
+    def same(a: Step, b: Step) -> bool:
+        return same_call(a, b, match)
+
+    def start() -> Watch:
+        repetitions = Repetitions(c.max_cycle_period, same)
+        return lambda run, step: check(repetitions, step)
+
+    def check(repetitions: Repetitions, step: Step | None) -> GraderResult | None:
+        assert step is not None
         occurrences, period = repetitions.add(step, step)
         if occurrences <= most:
             return None
         return verdict(occurrences, period, repetitions.last(occurrences * period), 0)
 
-    return check
+    return Gate(start=start, on=ON_TOOL_CALLS, tools=c.tools)
 
 
-def watch_max_repeat(c: MaxRepeatConfig, name: str) -> Watch:
+def watch_max_repeat(c: MaxRepeatConfig, name: str) -> Gate:
     return _watch_repetition(c, c.max, lambda *found: _max_repeat(name, c, *found))
 
 
-def watch_loop_outcome(c: LoopOutcomeConfig, name: str) -> Watch | None:
+def watch_loop_outcome(c: LoopOutcomeConfig, name: str) -> Gate | None:
     if c.should_loop:
         return None  # a loop that is expected can still come
     return _watch_repetition(c, c.max_acceptable_retries + 1, lambda *found: _loop_outcome(name, c, *found))

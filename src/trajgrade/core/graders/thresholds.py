@@ -27,7 +27,18 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator, model_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, linear_score, not_evaluable
-from trajgrade.core.graders.watch import RunSoFar, Watch
+from trajgrade.core.graders.watch import (
+    DURATION_MS,
+    ERRORS,
+    LLM_CALLS,
+    ON_TOOL_CALLS,
+    STEPS,
+    TOOL_CALLS,
+    TOTAL_TOKENS,
+    Gate,
+    RunSoFar,
+    Watch,
+)
 from trajgrade.core.patterns import compile_pattern, name_filter
 from trajgrade.core.trajectory.model import Step, Trajectory
 
@@ -215,76 +226,76 @@ def _evidence(run: RunSoFar) -> tuple[str, ...]:
     return (run.last_span_id,)
 
 
-def watch_token_budget(c: MaxConfig, name: str) -> Watch:
+def watch_token_budget(c: MaxConfig, name: str) -> Gate:
     def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
         if not (run.usage_known and run.total_tokens > c.max):
             return None
         return _threshold(name, "token-budget", run.total_tokens, c.max, " tokens", evidence_spans=_evidence(run))
 
-    return check
+    return Gate(check, over=((TOTAL_TOKENS, c.max),))
 
 
-def watch_tool_call_count(c: ToolCallCountConfig, name: str) -> Watch:
-    calls = 0
-    watched = name_filter(c.tools)
-
-    def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
-        nonlocal calls
-        if step is None or step.tool is None:
-            return None
-        if not watched(step.tool.name):
-            return None
-        calls += 1
-        if calls <= c.max:
-            return None
+def watch_tool_call_count(c: ToolCallCountConfig, name: str) -> Gate:
+    def fail(calls: int, step: Step) -> GraderResult:
         return _threshold(name, "tool-call-count", calls, c.max, " tool calls", evidence_spans=(step.span_id,))
 
-    return check
+    if not c.tools:  # the run's own count of tool calls
+
+        def check_all(run: RunSoFar, step: Step | None) -> GraderResult | None:
+            assert step is not None
+            return fail(run.tool_calls, step) if run.tool_calls > c.max else None
+
+        return Gate(check_all, on=ON_TOOL_CALLS, over=((TOOL_CALLS, c.max),))
+
+    def start() -> Watch:
+        calls = 0
+
+        def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
+            nonlocal calls
+            assert step is not None
+            calls += 1
+            return fail(calls, step) if calls > c.max else None
+
+        return check
+
+    return Gate(start=start, tools=c.tools)  # the calls of the watched names
 
 
-def watch_turn_count(c: MaxConfig, name: str) -> Watch:
+def _count_gate(name: str, what: str, count: int, limit: int, unit: str) -> Gate:
+    """The check of one of the run's counts (turns, errors, steps) against its max."""
+
     def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
-        if run.llm_calls <= c.max:
-            return None
-        return _threshold(name, "turn-count", run.llm_calls, c.max, " turns", evidence_spans=_evidence(run))
+        n = int(run.count(count))
+        return _threshold(name, what, n, limit, unit, evidence_spans=_evidence(run)) if n > limit else None
 
-    return check
-
-
-def watch_error_count(c: MaxConfig, name: str) -> Watch:
-    def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
-        if run.errors <= c.max:
-            return None
-        return _threshold(name, "error-count", run.errors, c.max, " errors", evidence_spans=_evidence(run))
-
-    return check
+    return Gate(check, over=((count, limit),))
 
 
-def watch_wall_time(c: WallTimeConfig, name: str) -> Watch:
+def watch_turn_count(c: MaxConfig, name: str) -> Gate:
+    return _count_gate(name, "turn-count", LLM_CALLS, c.max, " turns")
+
+
+def watch_error_count(c: MaxConfig, name: str) -> Gate:
+    return _count_gate(name, "error-count", ERRORS, c.max, " errors")
+
+
+def watch_wall_time(c: WallTimeConfig, name: str) -> Gate:
     limit = parse_duration(c.max)
 
     def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
-        if run.lasted_under(limit * 1000):
-            return None
         seconds = round(run.duration_ms / 1000, 3)
         if seconds <= limit:
             return None
         return _threshold(name, "wall-time", seconds, limit, "s", shown_limit=c.max, evidence_spans=_evidence(run))
 
-    return check
+    # A millisecond below the limit: no rounding of the duration to the millisecond or finer takes it past.
+    return Gate(check, over=((DURATION_MS, limit * 1000 - 1),))
 
 
-def watch_step_count(c: StepCountConfig, name: str) -> Watch | None:
+def watch_step_count(c: StepCountConfig, name: str) -> Gate | None:
     if c.max is None:
         return None  # a min can still be met: nothing to check before the end
-    limit = c.max
-
-    def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
-        if run.steps <= limit:
-            return None
-        return _threshold(name, "step-count", run.steps, limit, " steps", evidence_spans=_evidence(run))
-
-    return check
+    return _count_gate(name, "step-count", STEPS, c.max, " steps")
 
 
 SPECS = (

@@ -45,7 +45,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, Taxonomy, not_evaluable
-from trajgrade.core.graders.watch import RunSoFar, Watch
+from trajgrade.core.graders.watch import Gate, Watch
 from trajgrade.core.patterns import compile_pattern, search
 from trajgrade.core.trajectory.model import Step, Trajectory
 
@@ -351,16 +351,19 @@ def tool_calls(t: Trajectory, c: ToolCallsConfig, name: str) -> GraderResult:
     )
 
 
-def watch_tool_calls(c: ToolCallsConfig, name: str) -> Watch | None:
+def watch_tool_calls(c: ToolCallsConfig, name: str) -> Gate | None:
     """Fails on the first call a ``disallowed`` matcher matches (required and sequence matchers can still be met
-    later). A matcher that meets a configuration problem stops watching: the final grading reports it."""
+    later). A matcher that meets a configuration problem stops watching its run: the final grading reports it."""
     if not c.disallowed:
         return None
-    matchers = list(c.disallowed)
+    disallowed = list(c.disallowed)
 
-    def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
-        if step is None or step.tool is None:
-            return None
+    def start() -> Watch:
+        matchers = list(disallowed)
+        return lambda run, step: check(matchers, step)
+
+    def check(matchers: list[ToolMatch], step: Step | None) -> GraderResult | None:
+        assert step is not None and step.tool is not None
         for m in list(matchers):
             try:
                 matched = _match(m, step)
@@ -379,7 +382,8 @@ def watch_tool_calls(c: ToolCallsConfig, name: str) -> Watch | None:
                 )
         return None
 
-    return check
+    # Only the calls that some matcher's name matches can be disallowed: most calls stop at the gate.
+    return Gate(start=start, tools=[m.name for m in disallowed])
 
 
 SPECS = (

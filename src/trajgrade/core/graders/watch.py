@@ -1,11 +1,17 @@
 """In-flight checks: what a grader whose verdict can only get worse as a run goes on reads while the run is open.
 
 A grader type that can be checked in flight gives its :class:`~trajgrade.core.graders.base.GraderSpec` a
-``watch``: ``watch(config, name)`` makes one check for one open run, a callable ``(so_far, step)`` called after
-each span of the run ends, in the order they end. ``so_far`` holds the run's counts so far; ``step`` is the
-LLM or tool call that span made (None for any other span). The check returns the grader's failing result on
-the first span that breaks its limit, in the grader's own words, else None. A check keeps a bounded state
-(counters, a window of the last calls): its cost and memory do not grow with the run.
+``watch``: ``watch(config, name)``, called once per config, says how the grader is checked, as a :class:`Gate`
+(or None when nothing can break before the end). Its check is a callable ``(so_far, step)`` called after a span
+of the run ends, in the order they end. ``so_far`` holds the run's counts so far; ``step`` is the LLM or tool
+call that span made (None for any other span). The check returns the grader's failing result on the first span
+that breaks its limit, in the grader's own words, else None. A check keeps a bounded state (counters, a window
+of the last calls): its cost and memory do not grow with the run.
+
+The gate says when the check is worth calling: on each tool call, on each call, or only once one of the run's
+counts has passed a bound below which the check cannot fail. The tracker compares those counts itself, so a
+check whose limit is far off costs a comparison per span, and a run holds nothing for it: a check without
+state of its run (``check``) serves every run; one with state (``start``) is made for each run.
 
 The final grading at the root's end agrees: what breaks a limit in flight breaks it in the whole run too (the
 counts in flight are never more than the trajectory's: spans of double instrumentation count once, and a
@@ -14,13 +20,49 @@ call the trajectory only infers, such as a delegation with no tool span, is not 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Final
 
 from trajgrade.core.graders.base import GraderResult
+from trajgrade.core.patterns import search
 from trajgrade.core.trajectory.model import Step
 
-__all__ = ["Repetitions", "RunSoFar", "Watch", "WatchFactory"]
+__all__ = [
+    "COST_USD",
+    "DURATION_MS",
+    "ERRORS",
+    "INPUT_TOKENS",
+    "LLM_CALLS",
+    "ON_CALLS",
+    "ON_SPANS",
+    "ON_TOOL_CALLS",
+    "OUTPUT_TOKENS",
+    "REASONING_TOKENS",
+    "STEPS",
+    "TOOL_CALLS",
+    "TOTAL_TOKENS",
+    "Gate",
+    "Repetitions",
+    "RunSoFar",
+    "Watch",
+    "WatchFactory",
+]
+
+#: The run's counts a gate compares (:meth:`RunSoFar.count`).
+TOTAL_TOKENS: Final = 0
+INPUT_TOKENS: Final = 1
+OUTPUT_TOKENS: Final = 2
+REASONING_TOKENS: Final = 3
+LLM_CALLS: Final = 4
+TOOL_CALLS: Final = 5
+STEPS: Final = 6
+ERRORS: Final = 7
+DURATION_MS: Final = 8
+COST_USD: Final = 9
+#: Which spans a gate lets through to its check: every span, the LLM and tool calls, the tool calls.
+ON_SPANS: Final = 0
+ON_CALLS: Final = 1
+ON_TOOL_CALLS: Final = 2
 
 
 class RunSoFar:
@@ -75,14 +117,91 @@ class RunSoFar:
         """From the earliest start to the latest end seen: at most the root span's duration."""
         return max(0, self.end_unix_nano - self.start_unix_nano) / 1e6
 
-    def lasted_under(self, ms: float) -> bool:
-        """Whether the run so far lasted less than ``ms`` by a millisecond or more: no rounding of its duration to
-        the millisecond or finer takes it to ``ms`` (a duration check's quick answer, on every span)."""
-        return self.end_unix_nano - self.start_unix_nano < (ms - 1) * 1e6
+    def count(self, which: int) -> float:
+        """One of the counts a gate compares (``TOTAL_TOKENS`` ... ``COST_USD``)."""
+        if which == TOTAL_TOKENS:
+            return self.input_tokens + self.output_tokens
+        if which == INPUT_TOKENS:
+            return self.input_tokens
+        if which == OUTPUT_TOKENS:
+            return self.output_tokens
+        if which == REASONING_TOKENS:
+            return self.reasoning_tokens
+        if which == LLM_CALLS:
+            return self.llm_calls
+        if which == TOOL_CALLS:
+            return self.tool_calls
+        if which == STEPS:
+            return self.llm_calls + self.tool_calls
+        if which == ERRORS:
+            return self.errors
+        if which == DURATION_MS:
+            return max(0, self.end_unix_nano - self.start_unix_nano) / 1e6
+        if which == COST_USD:
+            return self.cost_usd
+        raise ValueError(f"no count {which}")
+
+    def past(self, bounds: tuple[tuple[int, float], ...]) -> bool:
+        """Whether any of the counts is past its bound."""
+        for which, bound in bounds:
+            if self.count(which) > bound:
+                return True
+        return False
 
 
 Watch = Callable[[RunSoFar, Step | None], GraderResult | None]
-WatchFactory = Callable[[Any, str], Watch]
+
+
+class Gate:
+    """How a grader is checked in flight: its check, shared by every run (``check``) or made for each run
+    (``start``), called only for the spans ``on`` lets through (``ON_SPANS``, ``ON_CALLS``, ``ON_TOOL_CALLS``);
+    with ``tools``, only for the tool calls whose name one of those patterns matches; with ``over``, only once one
+    of the run's counts named there is past its bound (a bound below which the check cannot fail: it may be lower
+    than the limit, never higher)."""
+
+    __slots__ = ("_names", "check", "on", "over", "start", "tools")
+
+    def __init__(
+        self,
+        check: Watch | None = None,
+        *,
+        start: Callable[[], Watch] | None = None,
+        on: int = ON_SPANS,
+        tools: Sequence[str] | None = None,
+        over: tuple[tuple[int, float], ...] = (),
+    ) -> None:
+        if (check is None) == (start is None):
+            raise ValueError("a gate has a shared check or a check made per run, not both")
+        self.check = check
+        self.start = start
+        self.on = ON_TOOL_CALLS if tools else on
+        self.tools = tuple(tools) if tools else None
+        self.over = over
+        #: Whether ``tools`` matches a name, decided once per name (runs share a few tool names; past
+        #: ``_NAMES_KEPT`` names, the answers are forgotten at once).
+        self._names: dict[str, bool] = {}
+
+    def takes(self, tool: str) -> bool:
+        """Whether the check is to be called for a tool call of this name."""
+        if self.tools is None:
+            return True
+        hit = self._names.get(tool)
+        if hit is None:
+            if len(self._names) >= _NAMES_KEPT:
+                self._names.clear()
+            hit = False
+            for pattern in self.tools:
+                if search(pattern, tool):
+                    hit = True
+                    break
+            self._names[tool] = hit
+        return hit
+
+
+_NAMES_KEPT: Final = 4096
+
+
+WatchFactory = Callable[[Any, str], Gate | None]
 
 
 class Repetitions:
