@@ -4,7 +4,9 @@ sidecar, with ``every_grader.yaml`` and in-flight checks on (the defaults).
 ``OPEN_RUNS`` runs are opened at once (their roots started, never ended while measured), then each gets ``STEPS``
 child spans (ten GenAI attributes each, as ``bench_hot_path.py`` makes them; ids and arguments differ per
 span). The figure is tracemalloc's growth over the children, once the in-flight checks have read them, divided
-by their number (target: at most 512 bytes a step).
+by their number (target: at most 512 bytes a step). The processor's spans are all read and checked before the
+second snapshot (a span the worker has not read yet is an SDK span, several kilobytes: counting those would
+measure the worker's speed under tracemalloc, not what a buffered step costs).
 
 - processor: ``GradingSpanProcessor`` under a ``TracerProvider``; the roots are live SDK spans;
 - sidecar: ``trajgrade serve``'s pipeline in process (``Pipeline``, no forward target), fed binary OTLP
@@ -16,7 +18,6 @@ from __future__ import annotations
 import gc
 import os
 import sys
-import time
 import tracemalloc
 from collections.abc import Callable
 
@@ -73,7 +74,11 @@ def processor_figure() -> Figure:
             for a in attrs:
                 tracer.start_span("execute_tool search", context=context, attributes=a).end()
 
-    per_step = _grown(setup, fill, lambda: time.sleep(1.0))  # the worker's in-flight pass reads them
+    def settle() -> None:  # every span read and checked, as the worker's next pass would
+        processor.force_flush()
+        processor._worker.check_open()
+
+    per_step = _grown(setup, fill, settle)
     provider.shutdown()
     return Figure(
         f"memory per buffered step, processor ({OPEN_RUNS:,} open runs, tracemalloc)",

@@ -123,7 +123,7 @@ def test_a_gates_bounds_hide_no_breach(path: Path) -> None:
 
 
 def test_a_gate_decides_a_tool_name_once_and_keeps_a_bounded_number_of_answers() -> None:
-    gate = Gate(lambda run, step: None, tools=["^read_", "^search$"])
+    gate = Gate(lambda run, step, state: None, tools=["^read_", "^search$"])
     assert gate.on == ON_TOOL_CALLS
     assert [gate.takes(n) for n in ("read_file", "search", "searches", "write")] == [True, True, False, False]
     for i in range(10_000):

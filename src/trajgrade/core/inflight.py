@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from trajgrade.core import semconv as sc
 from trajgrade.core.config import Config
 from trajgrade.core.graders.base import GraderResult
-from trajgrade.core.graders.watch import ON_CALLS, ON_SPANS, ON_TOOL_CALLS, Gate, RunSoFar, Watch
+from trajgrade.core.graders.watch import ON_CALLS, ON_SPANS, ON_TOOL_CALLS, Gate, RunSoFar
 from trajgrade.core.trajectory.content import Request, requested, tool_call
 from trajgrade.core.trajectory.cost import Price, call_cost
 from trajgrade.core.trajectory.model import Step
@@ -30,6 +31,8 @@ from trajgrade.exceptions import BudgetExceeded
 __all__ = ["Breach", "InFlightChecks", "RunTracker"]
 
 _REQUESTS_KEPT = 64
+#: The state of a check that keeps none (a check's own state may be None: a run's list holds this instead).
+_STATELESS: Any = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,15 +95,15 @@ class RunTracker:
     """One open run's counts and checks; fed each of its span records once, as they end (not thread-safe: one
     feeder at a time)."""
 
-    __slots__ = ("_below", "_breached", "_checks", "_enforced", "_gates", "_prices", "_requests", "agent", "run")
+    __slots__ = ("_below", "_enforced", "_gates", "_prices", "_requests", "_states", "agent", "run")
 
     def __init__(self, gates: tuple[Gate, ...], enforced: tuple[bool, ...], prices: Mapping[str, Price]) -> None:
         self._gates = gates
         self._enforced = enforced
-        #: Each gate's check: the shared one, or this run's own.
-        self._checks: list[Watch] = [_check_of(g) for g in gates]
+        #: What each gate's check keeps of this run (``_STATELESS`` for a check that keeps nothing); None once the
+        #: check has broken, its state dropped.
+        self._states: list[Any] = [g.start() if g.start is not None else _STATELESS for g in gates]
         self._prices = prices
-        self._breached = [False] * len(gates)
         self._below: dict[str, _Below] = {}
         #: The tool calls the latest model calls asked for and no tool span took yet (a tool span without
         #: arguments takes the requested ones, as in the trajectory).
@@ -146,7 +149,8 @@ class RunTracker:
         breaches: list[Breach] = []
         step: Step | None = None
         for i, gate in enumerate(self._gates):
-            if self._breached[i] or (gate.on != ON_SPANS and (call == ON_SPANS or gate.on > call)):
+            state = self._states[i]
+            if state is None or (gate.on != ON_SPANS and (call == ON_SPANS or gate.on > call)):
                 continue  # ON_TOOL_CALLS > ON_CALLS: a gate on tool calls lets no LLM call through
             if gate.over and not run.past(gate.over):
                 continue
@@ -154,9 +158,9 @@ class RunTracker:
                 continue
             if step is None and call != ON_SPANS:
                 step = self._step(r, call, request)
-            result = self._checks[i](run, step)
+            result = gate.check(run, step, state if state is not _STATELESS else None)
             if result is not None:
-                self._breached[i] = True
+                self._states[i] = None
                 breach = Breach(r.trace_id, self.agent, result, self._enforced[i], r.service_name)
                 if step is not None and step.response_id is not None and breach.span_id == step.span_id:
                     breach = replace(breach, response_id=step.response_id)
@@ -258,10 +262,3 @@ class RunTracker:
                 del self._requests[i]
                 return request
         return None
-
-
-def _check_of(gate: Gate) -> Watch:
-    if gate.check is not None:
-        return gate.check
-    assert gate.start is not None
-    return gate.start()

@@ -187,7 +187,7 @@ def watch_budget(c: BudgetConfig, name: str) -> Gate:
     """Fails on the span that takes any limit past it (token limits once some LLM call reported usage)."""
     duration_limit = parse_duration(c.max_duration) * 1000 if c.max_duration else c.max_duration_ms
 
-    def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
+    def check(run: RunSoFar, step: Step | None, _: None) -> GraderResult | None:
         used: list[tuple[str, str, float, float]] = []
         if run.usage_known:
             for key, what, attr in _TOKEN_LIMITS:

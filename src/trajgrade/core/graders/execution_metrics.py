@@ -240,7 +240,7 @@ def token_usage(t: Trajectory, c: TokenUsageConfig, name: str) -> GraderResult:
 
 # --- in flight: each check fails on the span that takes its number past the limit -------------------------------
 def watch_latency(c: LatencyConfig, name: str) -> Gate:
-    def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
+    def check(run: RunSoFar, step: Step | None, _: None) -> GraderResult | None:
         ms = round(run.duration_ms, 1)
         if ms <= c.max_ms:
             return None
@@ -254,7 +254,7 @@ def watch_latency(c: LatencyConfig, name: str) -> Gate:
 def watch_cost(c: CostConfig, name: str) -> Gate:
     """Once every LLM call so far has a known cost (the run's cost is unknown otherwise)."""
 
-    def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
+    def check(run: RunSoFar, step: Step | None, _: None) -> GraderResult | None:
         assert step is not None
         if run.cost_unknown or run.cost_usd <= c.max_usd:
             return None
@@ -265,7 +265,7 @@ def watch_cost(c: CostConfig, name: str) -> Gate:
 
 
 def watch_token_usage(c: TokenUsageConfig, name: str) -> Gate:
-    def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
+    def check(run: RunSoFar, step: Step | None, _: None) -> GraderResult | None:
         assert step is not None
         if not run.usage_known:
             return None

@@ -28,7 +28,7 @@ from pydantic import Field, field_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
 from trajgrade.core.graders.loop_search import find_loops, flatten, result_key, similarity
-from trajgrade.core.graders.watch import ON_TOOL_CALLS, Gate, Repetitions, Watch
+from trajgrade.core.graders.watch import ON_TOOL_CALLS, Gate, Repetitions, RunSoFar
 from trajgrade.core.patterns import compile_pattern, name_filter
 from trajgrade.core.trajectory.model import Step, Trajectory
 
@@ -147,11 +147,7 @@ def watch_loop(c: LoopConfig, name: str) -> Gate:
         key_a, key_b = a[2].get(), b[2].get()
         return key_a is None or key_b is None or key_a == key_b  # a changed result is progress
 
-    def start() -> Watch:
-        repetitions = Repetitions(c.max_cycle_period, similar)
-        return lambda run, step: check(repetitions, step)
-
-    def check(repetitions: Repetitions, step: Step | None) -> GraderResult | None:
+    def check(run: RunSoFar, step: Step | None, repetitions: Repetitions) -> GraderResult | None:
         assert step is not None and step.tool is not None
         tool = step.tool
         leaves = flatten(tool.arguments) if tool.arguments_captured else None
@@ -165,7 +161,7 @@ def watch_loop(c: LoopConfig, name: str) -> Gate:
         found = {"tools": names, "period": period, "repeats": repeats, "span_ids": span_ids}
         return _loop_found(name, c, repeats, [Evidence(text, tuple(span_ids))], [found])
 
-    return Gate(start=start, on=ON_TOOL_CALLS, tools=c.tools)
+    return Gate(check, start=lambda: Repetitions(c.max_cycle_period, similar), on=ON_TOOL_CALLS, tools=c.tools)
 
 
 SPECS = (

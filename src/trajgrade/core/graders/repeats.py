@@ -37,7 +37,7 @@ from pydantic import Field, field_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
 from trajgrade.core.graders.repetition import json_equal, known, longest_repetition, same_call
-from trajgrade.core.graders.watch import ON_TOOL_CALLS, Gate, Repetitions, Watch
+from trajgrade.core.graders.watch import ON_TOOL_CALLS, Gate, Repetitions, RunSoFar
 from trajgrade.core.patterns import compile_pattern, name_filter
 from trajgrade.core.trajectory.model import Step, Trajectory
 
@@ -168,18 +168,14 @@ def _watch_repetition(
     def same(a: Step, b: Step) -> bool:
         return same_call(a, b, match)
 
-    def start() -> Watch:
-        repetitions = Repetitions(c.max_cycle_period, same)
-        return lambda run, step: check(repetitions, step)
-
-    def check(repetitions: Repetitions, step: Step | None) -> GraderResult | None:
+    def check(run: RunSoFar, step: Step | None, repetitions: Repetitions) -> GraderResult | None:
         assert step is not None
         occurrences, period = repetitions.add(step, step)
         if occurrences <= most:
             return None
         return verdict(occurrences, period, repetitions.last(occurrences * period), 0)
 
-    return Gate(start=start, on=ON_TOOL_CALLS, tools=c.tools)
+    return Gate(check, start=lambda: Repetitions(c.max_cycle_period, same), on=ON_TOOL_CALLS, tools=c.tools)
 
 
 def watch_max_repeat(c: MaxRepeatConfig, name: str) -> Gate:

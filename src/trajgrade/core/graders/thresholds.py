@@ -37,7 +37,6 @@ from trajgrade.core.graders.watch import (
     TOTAL_TOKENS,
     Gate,
     RunSoFar,
-    Watch,
 )
 from trajgrade.core.patterns import compile_pattern, name_filter
 from trajgrade.core.trajectory.model import Step, Trajectory
@@ -227,7 +226,7 @@ def _evidence(run: RunSoFar) -> tuple[str, ...]:
 
 
 def watch_token_budget(c: MaxConfig, name: str) -> Gate:
-    def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
+    def check(run: RunSoFar, step: Step | None, _: None) -> GraderResult | None:
         if not (run.usage_known and run.total_tokens > c.max):
             return None
         return _threshold(name, "token-budget", run.total_tokens, c.max, " tokens", evidence_spans=_evidence(run))
@@ -241,30 +240,24 @@ def watch_tool_call_count(c: ToolCallCountConfig, name: str) -> Gate:
 
     if not c.tools:  # the run's own count of tool calls
 
-        def check_all(run: RunSoFar, step: Step | None) -> GraderResult | None:
+        def check_all(run: RunSoFar, step: Step | None, _: None) -> GraderResult | None:
             assert step is not None
             return fail(run.tool_calls, step) if run.tool_calls > c.max else None
 
         return Gate(check_all, on=ON_TOOL_CALLS, over=((TOOL_CALLS, c.max),))
 
-    def start() -> Watch:
-        calls = 0
+    def check(run: RunSoFar, step: Step | None, calls: list[int]) -> GraderResult | None:
+        assert step is not None
+        calls[0] += 1  # the run's calls of the watched names
+        return fail(calls[0], step) if calls[0] > c.max else None
 
-        def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
-            nonlocal calls
-            assert step is not None
-            calls += 1
-            return fail(calls, step) if calls > c.max else None
-
-        return check
-
-    return Gate(start=start, tools=c.tools)  # the calls of the watched names
+    return Gate(check, start=lambda: [0], tools=c.tools)
 
 
 def _count_gate(name: str, what: str, count: int, limit: int, unit: str) -> Gate:
     """The check of one of the run's counts (turns, errors, steps) against its max."""
 
-    def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
+    def check(run: RunSoFar, step: Step | None, _: None) -> GraderResult | None:
         n = int(run.count(count))
         return _threshold(name, what, n, limit, unit, evidence_spans=_evidence(run)) if n > limit else None
 
@@ -282,7 +275,7 @@ def watch_error_count(c: MaxConfig, name: str) -> Gate:
 def watch_wall_time(c: WallTimeConfig, name: str) -> Gate:
     limit = parse_duration(c.max)
 
-    def check(run: RunSoFar, step: Step | None) -> GraderResult | None:
+    def check(run: RunSoFar, step: Step | None, _: None) -> GraderResult | None:
         seconds = round(run.duration_ms / 1000, 3)
         if seconds <= limit:
             return None

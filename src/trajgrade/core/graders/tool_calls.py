@@ -45,7 +45,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, Taxonomy, not_evaluable
-from trajgrade.core.graders.watch import Gate, Watch
+from trajgrade.core.graders.watch import Gate, RunSoFar
 from trajgrade.core.patterns import compile_pattern, search
 from trajgrade.core.trajectory.model import Step, Trajectory
 
@@ -358,17 +358,15 @@ def watch_tool_calls(c: ToolCallsConfig, name: str) -> Gate | None:
         return None
     disallowed = list(c.disallowed)
 
-    def start() -> Watch:
-        matchers = list(disallowed)
-        return lambda run, step: check(matchers, step)
-
-    def check(matchers: list[ToolMatch], step: Step | None) -> GraderResult | None:
+    def check(run: RunSoFar, step: Step | None, dropped: list[ToolMatch]) -> GraderResult | None:
         assert step is not None and step.tool is not None
-        for m in list(matchers):
+        for m in disallowed:
+            if dropped and any(m is d for d in dropped):
+                continue
             try:
                 matched = _match(m, step)
             except _ConfigProblem:
-                matchers.remove(m)
+                dropped.append(m)
                 continue
             if matched is True:
                 evidence = Evidence(f"disallowed {m.label()}: called", (step.span_id,))
@@ -383,7 +381,7 @@ def watch_tool_calls(c: ToolCallsConfig, name: str) -> Gate | None:
         return None
 
     # Only the calls that some matcher's name matches can be disallowed: most calls stop at the gate.
-    return Gate(start=start, tools=[m.name for m in disallowed])
+    return Gate(check, start=list, tools=[m.name for m in disallowed])
 
 
 SPECS = (

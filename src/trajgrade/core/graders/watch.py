@@ -2,16 +2,16 @@
 
 A grader type that can be checked in flight gives its :class:`~trajgrade.core.graders.base.GraderSpec` a
 ``watch``: ``watch(config, name)``, called once per config, says how the grader is checked, as a :class:`Gate`
-(or None when nothing can break before the end). Its check is a callable ``(so_far, step)`` called after a span
-of the run ends, in the order they end. ``so_far`` holds the run's counts so far; ``step`` is the LLM or tool
-call that span made (None for any other span). The check returns the grader's failing result on the first span
-that breaks its limit, in the grader's own words, else None. A check keeps a bounded state (counters, a window
-of the last calls): its cost and memory do not grow with the run.
+(or None when nothing can break before the end). Its check is a callable ``(so_far, step, state)`` called after
+a span of the run ends, in the order they end. ``so_far`` holds the run's counts so far; ``step`` is the LLM or
+tool call that span made (None for any other span); ``state`` is what the check keeps of the run, if anything.
+The check returns the grader's failing result on the first span that breaks its limit, in the grader's own
+words, else None. A check's state is bounded (a counter, a window of the last calls): its cost and memory do not
+grow with the run.
 
-The gate says when the check is worth calling: on each tool call, on each call, or only once one of the run's
-counts has passed a bound below which the check cannot fail. The tracker compares those counts itself, so a
-check whose limit is far off costs a comparison per span, and a run holds nothing for it: a check without
-state of its run (``check``) serves every run; one with state (``start``) is made for each run.
+The gate says when the check is worth calling: on each tool call (of some names), on each call, or only once one
+of the run's counts has passed a bound below which the check cannot fail. The tracker decides that itself, so a
+check whose limit is far off costs a comparison per span, and a run holds nothing for a check without state.
 
 The final grading at the root's end agrees: what breaks a limit in flight breaks it in the whole run too (the
 counts in flight are never more than the trajectory's: spans of double instrumentation count once, and a
@@ -149,29 +149,28 @@ class RunSoFar:
         return False
 
 
-Watch = Callable[[RunSoFar, Step | None], GraderResult | None]
+Watch = Callable[[RunSoFar, Step | None, Any], GraderResult | None]
 
 
 class Gate:
-    """How a grader is checked in flight: its check, shared by every run (``check``) or made for each run
-    (``start``), called only for the spans ``on`` lets through (``ON_SPANS``, ``ON_CALLS``, ``ON_TOOL_CALLS``);
-    with ``tools``, only for the tool calls whose name one of those patterns matches; with ``over``, only once one
-    of the run's counts named there is past its bound (a bound below which the check cannot fail: it may be lower
-    than the limit, never higher)."""
+    """How a grader is checked in flight: its ``check(so_far, step, state)``, called only for the spans ``on``
+    lets through (``ON_SPANS``, ``ON_CALLS``, ``ON_TOOL_CALLS``); with ``tools``, only for the tool calls whose name
+    one of those patterns matches; with ``over``, only once one of the run's counts named there is past its bound
+    (a bound below which the check cannot fail: it may be lower than the limit, never higher). A check that keeps
+    state of its run gets it from ``start()``, called once per run (``state`` is None otherwise); a run drops it
+    once the check has broken."""
 
     __slots__ = ("_names", "check", "on", "over", "start", "tools")
 
     def __init__(
         self,
-        check: Watch | None = None,
+        check: Watch,
         *,
-        start: Callable[[], Watch] | None = None,
+        start: Callable[[], Any] | None = None,
         on: int = ON_SPANS,
         tools: Sequence[str] | None = None,
         over: tuple[tuple[int, float], ...] = (),
     ) -> None:
-        if (check is None) == (start is None):
-            raise ValueError("a gate has a shared check or a check made per run, not both")
         self.check = check
         self.start = start
         self.on = ON_TOOL_CALLS if tools else on
