@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 if TYPE_CHECKING:  # types only: reading files and rebuilding runs loads neither protobuf nor the SDK
     from opentelemetry.proto.common.v1 import common_pb2
@@ -105,7 +105,7 @@ def sdk_parts(span: ReadableSpan) -> SdkParts:
             span._end_time,
             span._status,
             span._attributes._dict,  # type: ignore[union-attr]
-            tuple(span._events) if span._events else (),
+            _events(span._events),
             span._resource,
             span._instrumentation_scope,
         )
@@ -125,6 +125,32 @@ def sdk_parts(span: ReadableSpan) -> SdkParts:
         )
 
 
+def _events(events: Any) -> tuple[Any, ...]:
+    """The events of an SDK span's ``BoundedList``, read from its deque (its own ``len`` and iterator are Python
+    methods, the iterator under a lock)."""
+    kept = getattr(events, "_dq", events)
+    return tuple(kept) if kept else ()
+
+
+class _Spelled:
+    """The id spelled last, with its spelling: a trace's spans share its id, siblings their parent's."""
+
+    def __init__(self) -> None:
+        self.last: tuple[int, str] = (-1, "")
+
+    def hex(self, n: int, size: int) -> str:
+        last = self.last  # one read, one write: threads that end spans at once see a whole pair
+        if last[0] == n:
+            return last[1]
+        spelled = _hex(n, size)
+        self.last = (n, spelled)
+        return spelled
+
+
+_TRACE_IDS: Final = _Spelled()
+_PARENT_IDS: Final = _Spelled()
+
+
 def _hex(n: int, size: int) -> str:
     """An SDK id as ``size`` bytes of lower-case hex (as ``format(n, "0{2*size}x")``, at a third of its cost)."""
     try:
@@ -141,25 +167,27 @@ class SdkSpan:
     def __init__(self, span: ReadableSpan | SdkParts) -> None:
         self._p: SdkParts = span if isinstance(span, tuple) else sdk_parts(span)
 
+    # A SpanContext is a tuple (trace_id, span_id, is_remote, ...): its fields are read by index, not through
+    # its Python properties.
     @property
     def trace_id(self) -> str:
         ctx = self._p[0]
-        return _hex(ctx.trace_id, 16) if ctx is not None else "0" * 32
+        return _TRACE_IDS.hex(ctx[0], 16) if ctx is not None else "0" * 32
 
     @property
     def span_id(self) -> str:
         ctx = self._p[0]
-        return _hex(ctx.span_id, 8) if ctx is not None else "0" * 16
+        return _hex(ctx[1], 8) if ctx is not None else "0" * 16
 
     @property
     def parent_span_id(self) -> str | None:
         parent = self._p[1]
-        return _hex(parent.span_id, 8) if parent is not None else None
+        return _PARENT_IDS.hex(parent[1], 8) if parent is not None else None
 
     @property
     def parent_is_remote(self) -> bool | None:
         parent = self._p[1]
-        return bool(parent.is_remote) if parent is not None else None
+        return bool(parent[2]) if parent is not None else None
 
     @property
     def name(self) -> str:
@@ -179,7 +207,7 @@ class SdkSpan:
 
     @property
     def status_code(self) -> int:
-        return int(self._p[6].status_code._value_)
+        return int(self._p[6]._status_code._value_)  # the field behind the Status's property
 
     @property
     def status_message(self) -> str:

@@ -249,7 +249,7 @@ class GradingSpanProcessor(SpanProcessor):
         parts = sdk_parts(span)
         if parts[2].startswith(sc.EVALUATION_SPAN_PREFIX) and self._is_own(span):
             return None
-        trace = parts[0].trace_id
+        trace = parts[0][0]  # the SpanContext tuple's trace_id
         try:
             return trace, normalize(SdkSpan(parts), keep_attributes=False)
         except Exception as e:
