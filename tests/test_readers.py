@@ -507,3 +507,22 @@ big_numbers = st.one_of(
 @given(mutated_requests(values=st.one_of(json_values, big_numbers, st.fixed_dictionaries({"intValue": big_numbers}))))
 def test_mutated_otlp_json_reads_as_json(req: Any) -> None:
     _reads_as_the_reference(json.dumps(req).encode())
+
+
+def test_the_program_ends_with_its_output_written_and_its_exit_code(tmp_path: Path) -> None:
+    """``trajgrade`` ends the process without Python's teardown (cli.run): what it printed is all there."""
+    import subprocess
+    import sys
+
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps(request()))
+    bad.write_text("{")
+    program = "import sys; from trajgrade.doors.cli import run; sys.argv[0] = 'trajgrade'; run()"
+    done = subprocess.run(
+        [sys.executable, "-c", program, "trajectory", str(good), str(bad), "--format", "json"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert len(json.loads(done.stdout)["runs"]) == 1  # standard output to a pipe is written in blocks: flushed
+    assert done.stderr.startswith(f"trajgrade: {bad}")
