@@ -389,17 +389,26 @@ def _reading(data: bytes, reader: Any) -> Any:
     ]
 
 
+def _typed(data: bytes, source: str) -> list[Any]:
+    """The spans msgspec's typed shape reads, or none when the request is not in it."""
+    return readers._typed_spans(data) or []
+
+
 def _reads_as_the_reference(data: bytes) -> None:
     reference = _reading(data, readers._read_json_reference)
     reading = _reading(data, readers._read_json)
     assert reading == reference
     assert repr(reading) == repr(reference)  # exactly: 1 == 1.0 in Python, but they are not the same reading
+    if readers._typed_spans(data) is not None:  # the typed shape alone, when it takes the request
+        assert repr(_reading(data, _typed)) == repr(reference)
 
 
 @pytest.mark.parametrize("path", fixture_files(), ids=lambda p: str(p.relative_to(FIXTURES)))
-def test_every_fixture_is_read_in_the_plain_shape(path: Path) -> None:
+def test_every_fixture_is_read_in_the_plain_and_the_typed_shape(path: Path) -> None:
     data = path.read_bytes()
-    assert readers._plain_spans(orjson.loads(data)) is not None  # what makes files fast to read
+    # what makes files fast to read
+    assert readers._typed_spans(data) is not None
+    assert readers._plain_spans(orjson.loads(data)) is not None
     _reads_as_the_reference(data)
 
 
@@ -456,6 +465,31 @@ def _value_request(value: Any) -> bytes:
         _spans({"startTimeUnixNano": "9" * 19, "endTimeUnixNano": "0"}, {"startTimeUnixNano": "9" * 20}),
         _spans({"kind": 1 << 31, "attributes": [{"key": "n", "value": {"intValue": "9" * 18}}]}),
         _spans({"attributes": [{"key": "n", "value": {"intValue": "9" * 19}}]}),
+        # what the typed shape leaves to the others: fields it does not know, an AnyValue of two fields, a
+        # scope name that is not a string; and what it reads: fields it keeps unread, values nested and empty
+        _spans({"attributes": [{"key": "a", "value": {"intValue": "3", "stringValue": "x"}}]}),
+        _spans({"attributes": [{"key": "a", "value": {"stringValue": "x"}, "type": "string"}]}),
+        _spans({"startTimeUnixNano": "5", "start_time_unix_nano": "7"}),
+        json.dumps({"resourceSpans": [{"scopeSpans": [{"scope": {"name": 5}, "spans": []}]}]}).encode(),
+        _spans({"traceState": "a=b", "links": [{"traceId": 5}], "droppedAttributesCount": 2}),
+        _spans(
+            {
+                "attributes": [
+                    {"key": "e", "value": {}},
+                    {"key": "n", "value": None},
+                    {"key": "l", "value": {"arrayValue": {"values": [None, {"doubleValue": 5}, {}]}}},
+                    {"key": "m", "value": {"kvlistValue": {"values": [{"key": "k"}, {"key": "k", "value": {}}]}}},
+                    {"key": "d", "value": {"stringValue": "a"}},
+                    {"key": "d", "value": {"boolValue": True}},
+                ],
+                "events": [
+                    {"name": "x", "timeUnixNano": 7, "attributes": [{"key": "b", "value": {"bytesValue": "AA=="}}]}
+                ],
+                "flags": "768",
+                "kind": "SPAN_KIND_CLIENT",
+                "status": {"code": "STATUS_CODE_ERROR"},
+            }
+        ),
     ],
 )
 def test_orjson_reads_as_json(payload: bytes) -> None:
@@ -473,3 +507,22 @@ big_numbers = st.one_of(
 @given(mutated_requests(values=st.one_of(json_values, big_numbers, st.fixed_dictionaries({"intValue": big_numbers}))))
 def test_mutated_otlp_json_reads_as_json(req: Any) -> None:
     _reads_as_the_reference(json.dumps(req).encode())
+
+
+def test_the_program_ends_with_its_output_written_and_its_exit_code(tmp_path: Path) -> None:
+    """``trajgrade`` ends the process without Python's teardown (cli.run): what it printed is all there."""
+    import subprocess
+    import sys
+
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps(request()))
+    bad.write_text("{")
+    program = "import sys; from trajgrade.doors.cli import run; sys.argv[0] = 'trajgrade'; run()"
+    done = subprocess.run(
+        [sys.executable, "-c", program, "trajectory", str(good), str(bad), "--format", "json"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert len(json.loads(done.stdout)["runs"]) == 1  # standard output to a pipe is written in blocks: flushed
+    assert done.stderr.startswith(f"trajgrade: {bad}")

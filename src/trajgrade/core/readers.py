@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from trajgrade.core.otlp_json_types import MISSING_FIELD, REQUEST, VALUE_FIELDS
 from trajgrade.core.spans import JsonSpan, SpanEvent, SpanView, decode_id, iter_proto_request, make_event
 from trajgrade.exceptions import TraceDecodeError
 
@@ -50,6 +51,8 @@ _DECIMAL = re.compile(r"[+-]?[0-9]{1,20}")
 #: A span id as OTLP/JSON writes it, the text that is its own reading.
 _LOWER_HEX = re.compile(r"[0-9a-f]+")
 _ZERO_SPAN_ID = "0" * 16
+#: The fields of otlp_json_types.AnyValue, in order.
+_STRING, _INT, _BOOL, _DOUBLE, _ARRAY, _KVLIST, _BYTES = range(7)
 
 
 class _Bad(ValueError):
@@ -100,11 +103,16 @@ def parse_proto_request(data: bytes, source: str) -> list[SpanView]:
 def _read_json(data: bytes, source: str) -> list[SpanView]:
     """The spans of a JSON or JSON Lines payload.
 
-    orjson decodes it and :func:`_plain_spans` reads it when every span has the plain shape instrumentations
-    write, in which both decoders give the same values; anything else (bad JSON, other shapes, numbers orjson
-    reads as floats where :mod:`json` gives integers) is read again by the reference reader, :mod:`json` and
-    :func:`parse_json_request`, which names the problem.
+    A request in the shape of :mod:`~trajgrade.core.otlp_json_types` (what instrumentations write) is decoded
+    into those types by msgspec and read by :func:`_typed_spans`. Otherwise orjson decodes it and
+    :func:`_plain_spans` reads it when every span has the plain shape, in which both decoders give the same
+    values; anything else (bad JSON, other shapes, numbers orjson reads as floats where :mod:`json` gives
+    integers) is read again by the reference reader, :mod:`json` and :func:`parse_json_request`, which names the
+    problem. The three give the same spans wherever they read.
     """
+    spans = _typed_spans(data)
+    if spans is not None:
+        return spans
     try:
         spans = _plain_spans(orjson.loads(data))
     except orjson.JSONDecodeError:
@@ -126,10 +134,12 @@ def _plain_json_lines(data: bytes) -> list[SpanView] | None:
         return None  # one line orjson cannot decode whole: the reference reader names why
     spans: list[SpanView] = []
     for line in lines:
-        try:
-            more = _plain_spans(orjson.loads(line))
-        except orjson.JSONDecodeError:
-            return None
+        more = _typed_spans(line)
+        if more is None:
+            try:
+                more = _plain_spans(orjson.loads(line))
+            except orjson.JSONDecodeError:
+                return None
         if more is None:
             return None
         spans += more
@@ -276,36 +286,44 @@ def _get(obj: dict[str, Any], keys: tuple[str, ...], typ: type, where: str) -> A
 def _id(obj: dict[str, Any], keys: tuple[str, ...], nbytes: int, where: str, *, required: bool) -> str | None:
     for key in keys:
         value = obj.get(key)
-        if value in (None, ""):
-            continue
-        try:
-            decoded = decode_id(value, nbytes)
-        except ValueError as e:
-            raise _Bad(f"{where}.{key}", str(e)) from None
-        if decoded.strip("0") == "":
-            if required:
-                raise _Bad(f"{where}.{key}", "is all zeros (invalid id)")
-            return None
-        return decoded
+        if value not in (None, ""):
+            return _id_value(value, nbytes, where, key, required=required)
     if required:
         raise _Bad(where, f"missing {keys[0]}")
     return None
 
 
+def _id_value(value: Any, nbytes: int, where: str, key: str, *, required: bool) -> str | None:
+    """An id that is there (``where.key``): ``None`` when all zeros and not ``required``."""
+    try:
+        decoded = decode_id(value, nbytes)
+    except ValueError as e:
+        raise _Bad(f"{where}.{key}", str(e)) from None
+    if decoded.strip("0") == "":
+        if required:
+            raise _Bad(f"{where}.{key}", "is all zeros (invalid id)")
+        return None
+    return decoded
+
+
 def _int(obj: dict[str, Any], keys: tuple[str, ...], where: str) -> int:
     for key in keys:
         value = obj.get(key)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int | str):
-            raise _Bad(f"{where}.{key}", "must be an integer or a string of digits")
-        if isinstance(value, str) and not _DECIMAL.fullmatch(value):
-            raise _Bad(f"{where}.{key}", f"{value[:40]!r} is not an integer")
-        number = int(value)
-        if not 0 <= number < 1 << 64:
-            raise _Bad(f"{where}.{key}", "must be a 64-bit unsigned integer")
-        return number
+        if value is not None:
+            return _uint64(value, where, key)
     return 0
+
+
+def _uint64(value: Any, where: str, key: str) -> int:
+    """A 64-bit unsigned integer that is there (``where.key``), a number or a string of digits."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise _Bad(f"{where}.{key}", "must be an integer or a string of digits")
+    if isinstance(value, str) and not _DECIMAL.fullmatch(value):
+        raise _Bad(f"{where}.{key}", f"{value[:40]!r} is not an integer")
+    number = int(value)
+    if not 0 <= number < 1 << 64:
+        raise _Bad(f"{where}.{key}", "must be a 64-bit unsigned integer")
+    return number
 
 
 def _enum(value: Any, names: dict[str, int], where: str) -> int:
@@ -626,6 +644,154 @@ def _plain_value(value: Any, depth: int) -> Any:
     elif field == "bytesValue" and kind is str:
         return inner
     raise _NotPlain
+
+
+# --- the typed shape ------------------------------------------------------------------------------------------
+# A request decoded by msgspec into the types of otlp_json_types, read as _plain_spans reads the same request
+# decoded by orjson: the types admit only values both decoders give alike, and what _plain_spans would leave to
+# the reference reader leaves it here too (to orjson and _plain_spans first).
+def _typed_spans(data: bytes | str) -> list[SpanView] | None:
+    """The spans of one request in the typed shape, or ``None`` when it is not in it."""
+    try:
+        request = REQUEST.decode(data)
+    except (ValueError, RecursionError):  # msgspec.DecodeError is a ValueError
+        return None
+    try:
+        return _typed_request(request)
+    except (_NotPlain, _Bad):
+        return None
+
+
+def _typed_request(request: Any) -> list[SpanView]:
+    spans: list[SpanView] = []
+    traces: dict[str, str] = {}
+    parents: dict[str, str | None] = {}
+    for rs in request.resourceSpans:
+        resource = rs.resource
+        resource_attrs = _typed_attributes(None if resource is None else resource.attributes, _RESOURCE_VALUE)
+        scope_spans = rs.scopeSpans
+        for ss in () if scope_spans is None else scope_spans:
+            scope = ss.scope
+            scope_name = None if scope is None else scope.name
+            in_scope = ss.spans
+            for span in () if in_scope is None else in_scope:
+                spans.append(_typed_span(span, resource_attrs, scope_name or "", traces, parents))
+    return spans
+
+
+def _typed_span(
+    span: Any, resource: Mapping[str, Any], scope: str, traces: dict[str, str], parents: dict[str, str | None]
+) -> JsonSpan:
+    """A span; ``traces`` and ``parents`` as in :func:`_plain_span`."""
+    text = span.traceId
+    if not text:
+        raise _NotPlain  # no trace id: the reference reader names the problem
+    trace_id = traces.get(text)
+    if trace_id is None:
+        trace_id = traces[text] = _id_value(text, 16, "", "traceId", required=True) or ""
+    text = span.spanId
+    if not text:
+        raise _NotPlain
+    if len(text) == 16 and _LOWER_HEX.fullmatch(text) and text != _ZERO_SPAN_ID:
+        span_id: str | None = text
+    else:
+        span_id = _id_value(text, 8, "", "spanId", required=True)
+    text = span.parentSpanId
+    if not text:
+        parent = None
+    elif text in parents:
+        parent = parents[text]
+    else:
+        parent = parents[text] = _id_value(text, 8, "", "parentSpanId", required=False)
+    start = _typed_time(span.startTimeUnixNano, "startTimeUnixNano")
+    end = _typed_time(span.endTimeUnixNano, "endTimeUnixNano") or start
+    flags = _typed_time(span.flags, "flags")
+    status = span.status
+    code, message = (0, "") if status is None else (_enum(status.code, _STATUS_NAMES, ""), status.message)
+    kind = span.kind
+    if type(kind) is not int or not -(1 << 31) <= kind < 1 << 31:
+        kind = _enum(kind, _KIND_NAMES, "")
+    raw_events = span.events
+    events: tuple[SpanEvent, ...] = ()
+    if raw_events is not None:
+        events = tuple(
+            make_event(
+                ev.name,
+                _typed_time(ev.timeUnixNano, "timeUnixNano"),
+                _typed_attributes(ev.attributes, _EVENT_VALUE),
+            )
+            for ev in raw_events
+        )
+    return JsonSpan(
+        trace_id=trace_id,
+        span_id=span_id or "",
+        parent_span_id=parent,
+        parent_is_remote=(bool(flags & 0x200) if parent and flags & 0x100 else None),
+        name=span.name,
+        kind=kind,
+        start_unix_nano=start,
+        end_unix_nano=end,
+        status_code=code,
+        status_message=message,
+        attributes=_typed_attributes(span.attributes, _SPAN_VALUE),
+        events=events,
+        resource_attributes=resource,
+        scope_name=scope,
+    )
+
+
+def _typed_time(value: Any, key: str) -> int:
+    """A 64-bit unsigned integer field (a time, the flags): 0 when absent."""
+    if value is None:
+        return 0
+    if type(value) is str and 0 < len(value) < 20 and value.isascii() and value.isdigit():
+        return int(value)
+    return _uint64(value, "", key)
+
+
+def _typed_attributes(kvs: Any, depth: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if kvs is not None:
+        for kv in kvs:
+            out[kv.key] = _typed_value(kv.value, depth)
+    return out
+
+
+def _typed_value(value: Any, depth: int) -> Any:
+    """An ``AnyValue``: its one field read as :func:`_plain_value` reads it."""
+    if value is None:
+        return None
+    if depth > MAX_MESSAGE_DEPTH:
+        raise _NotPlain
+    unset = MISSING_FIELD
+    fields: tuple[Any, ...] = VALUE_FIELDS(value)  # one call rather than a look-up per field
+    out: Any = None
+    found = -1
+    for i in range(len(fields)):
+        if fields[i] is not unset:
+            if found >= 0:
+                raise _NotPlain  # the reference reader takes the first field written: an order these types lose
+            found = i
+            out = fields[i]
+    if found == _STRING or found == _BOOL or found == _DOUBLE or found == _BYTES:
+        return out  # msgspec's own float, as orjson's: an integer is decoded as the double json would make of it
+    if found == _INT:
+        return _typed_int(out)
+    if found == _ARRAY:
+        return tuple(_typed_value(v, depth + 2) for v in out.values)
+    if found == _KVLIST:
+        return {kv.key: _typed_value(kv.value, depth + 3) for kv in out.values}
+    return None
+
+
+def _typed_int(number: Any) -> int:
+    if type(number) is str and not (0 < len(number) < 19 and number.isascii() and number.isdigit()):
+        if not _DECIMAL.fullmatch(number):
+            raise _NotPlain
+    value = int(number)
+    if not -(1 << 63) <= value < 1 << 63:
+        raise _NotPlain
+    return value
 
 
 _DECODERS: dict[str, Callable[[Any, str, int], Any]] = {}

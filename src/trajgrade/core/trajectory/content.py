@@ -12,6 +12,8 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import msgspec
+
 from trajgrade.core import content_formats as cf
 from trajgrade.core.trajectory.model import ToolCall
 from trajgrade.core.trajectory.normalize import MISSING, PartsRef, SpanRecord
@@ -22,6 +24,10 @@ __all__ = ["Request", "final_output", "parse_json_value", "requested", "tool_cal
 Request = tuple[str | None, str | None, Any]
 
 _MAX_JSON_CHARS = 1_000_000
+#: msgspec's decoder: twice as fast as the standard one, and where it decodes a text it gives what ``json.loads``
+#: gives (numbers of any size up to the same 4,300 digits, the last of duplicate keys); what it refuses (NaN,
+#: a lone surrogate, other text after the value) is left to the standard decoder.
+_decode_json: Callable[[str], Any] = msgspec.json.Decoder().decode
 #: The standard decoder's own scanner: ``json.loads`` around it costs three times the scan on a short object.
 _scan_json: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 _JSON_WHITESPACE = " \t\n\r"
@@ -30,6 +36,10 @@ _JSON_WHITESPACE = " \t\n\r"
 def parse_json_value(value: Any) -> Any:
     """A JSON string parsed (strings that are not JSON stay strings); other values as they are."""
     if isinstance(value, str) and value[:1] in ("{", "[", '"') and len(value) <= _MAX_JSON_CHARS:
+        try:
+            return _decode_json(value)
+        except (ValueError, RecursionError):  # msgspec's DecodeError and UnicodeEncodeError are ValueErrors
+            pass
         try:
             parsed, end = _scan_json(value, 0)
         except (StopIteration, ValueError, RecursionError):
