@@ -439,14 +439,18 @@ def main(argv: Sequence[str] | None = None, *, ends_process: bool = False) -> in
 
 
 def run() -> NoReturn:
-    """The ``trajgrade`` program: :func:`main`, then the process ends without Python's teardown.
+    """The ``trajgrade`` program: :func:`main`; then, after a command that read trace files, the process ends
+    without Python's teardown.
 
     The operating system takes back a process's memory at once, where the interpreter would free what the
     command read object by object, then its modules: on a 100,000-step run that is a tenth of a second, and
     every run pays the teardown of the imports (about as much). Nothing is left to do by then: the report is
-    written and closed, and standard output and error are flushed here.
+    written and closed, and standard output and error are flushed here. Other commands (``serve`` above all,
+    whose exit handlers flush what it still holds) end as any program does.
     """
     code = main(ends_process=True)
+    if not _READ:
+        sys.exit(code)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
