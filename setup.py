@@ -29,6 +29,7 @@ COMPILED = [
     "src/trajgrade/core/graders/repetition.py",
     "src/trajgrade/core/graders/watch.py",
     "src/trajgrade/core/inflight.py",
+    "src/trajgrade/core/assembler.py",
     "src/trajgrade/core/spans.py",
 ]
 #: Modules they import whose constants mypyc copies into the compiled code: a change to one rebuilds them too.
