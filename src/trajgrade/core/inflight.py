@@ -31,7 +31,7 @@ from trajgrade.exceptions import BudgetExceeded
 __all__ = ["Breach", "InFlightChecks", "RunTracker"]
 
 _REQUESTS_KEPT = 64
-#: The state of a check that keeps none (a check's own state may be None: a run's list holds this instead).
+#: A run's entry for a check that keeps no state of it (None marks a check that has broken).
 _STATELESS: Any = object()
 
 
@@ -100,8 +100,7 @@ class RunTracker:
     def __init__(self, gates: tuple[Gate, ...], enforced: tuple[bool, ...], prices: Mapping[str, Price]) -> None:
         self._gates = gates
         self._enforced = enforced
-        #: What each gate's check keeps of this run (``_STATELESS`` for a check that keeps nothing); None once the
-        #: check has broken, its state dropped.
+        #: What each gate's check keeps of this run, or ``_STATELESS``; None once the check has broken.
         self._states: list[Any] = [g.start() if g.start is not None else _STATELESS for g in gates]
         self._prices = prices
         self._below: dict[str, _Below] = {}

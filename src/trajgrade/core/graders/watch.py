@@ -150,6 +150,7 @@ class RunSoFar:
 
 
 Watch = Callable[[RunSoFar, Step | None, Any], GraderResult | None]
+_NAMES_KEPT: Final = 4096
 
 
 class Gate:
@@ -195,9 +196,6 @@ class Gate:
                     break
             self._names[tool] = hit
         return hit
-
-
-_NAMES_KEPT: Final = 4096
 
 
 WatchFactory = Callable[[Any, str], Gate | None]
