@@ -125,14 +125,12 @@ def _arguments(step: Step, texts: dict[str, str] | None = None) -> dict[str, Any
     return flatten(step.tool.arguments if step.tool is not None else None, texts)
 
 
-def find_loops(
-    calls: Sequence[Step], max_repeats: int, threshold: float, max_period: int
-) -> list[tuple[int, int, int, list[float]]]:
-    """(start, end, period, similarities) of every repetition longer than max_repeats, longest first.
+def _similarities(calls: Sequence[Step], threshold: float, max_period: int) -> list[list[float]]:
+    """``similar[period][j]``: the similarity of call j to call j - period, or -1 when the two are not the same
+    action (another tool, a similarity under ``threshold``, or a result that changed).
 
-    One pass compares each call with each of the ``max_period`` calls before it of the same tool, flattening the
-    arguments of the calls compared (only those of the last ``max_period`` calls are kept). Then, for each period,
-    the runs of calls similar to the call a period before are read from what that pass recorded.
+    Each call is compared with each of the ``max_period`` calls before it of the same tool, flattening the
+    arguments of the calls compared (only those of the last ``max_period`` calls are kept).
     """
     n = len(calls)
     results: list[bytes | None | bool] = [False] * n  # computed on first use: most pairs never get that far
@@ -142,7 +140,6 @@ def find_loops(
             results[k] = result_key(calls[k])
         return results[k]  # type: ignore[return-value]
 
-    # similar[period][j]: the similarity of call j to call j - period, or -1 when the two are not the same action
     similar = [[-1.0] * n for _ in range(max_period + 1)]
     # The leaves of call k at recent[k % size], flattened when first compared (None until then).
     size = max_period + 1
@@ -168,7 +165,19 @@ def find_loops(
             if ra is not None and rb is not None and ra != rb:
                 continue  # the outcome changed: progress
             similar[period][j] = sim
+    return similar
 
+
+def find_loops(
+    calls: Sequence[Step], max_repeats: int, threshold: float, max_period: int
+) -> list[tuple[int, int, int, list[float]]]:
+    """(start, end, period, similarities) of every repetition longer than max_repeats, longest first.
+
+    One pass compares each call with each of the ``max_period`` calls before it (``_similarities``). Then, for each
+    period, the runs of calls similar to the call a period before are read from what that pass recorded.
+    """
+    n = len(calls)
+    similar = _similarities(calls, threshold, max_period)
     found: list[tuple[int, int, int, list[float]]] = []
     for period in range(1, max_period + 1):
         row = similar[period]

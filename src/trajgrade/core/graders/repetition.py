@@ -12,7 +12,7 @@ from typing import Any
 
 from trajgrade.core.trajectory.model import Step
 
-__all__ = ["json_equal", "known", "longest_repetition", "same_call"]
+__all__ = ["json_equal", "known", "longest_repetition", "same_call", "unknown_count"]
 
 
 def json_equal(a: Any, b: Any) -> bool:
@@ -64,6 +64,11 @@ def known(step: Step, match: str) -> bool:
     if match == "name-args":
         return tool.arguments_captured
     return tool.result_captured or step.failed
+
+
+def unknown_count(calls: Sequence[Step], match: str) -> int:
+    """How many of the calls lack the data ``match`` compares them by."""
+    return sum(1 for s in calls if not known(s, match))
 
 
 def longest_repetition(calls: Sequence[Step], match: str, max_period: int) -> tuple[int, int, int]:

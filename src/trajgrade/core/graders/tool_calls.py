@@ -40,14 +40,17 @@ Edge cases:
 from __future__ import annotations
 
 import json
+from itertools import compress
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, Taxonomy, not_evaluable
+from trajgrade.core.graders.steps import each_name, tool_names
+from trajgrade.core.graders.steps import tool_calls as calls_of
 from trajgrade.core.graders.watch import Gate, RunSoFar
 from trajgrade.core.patterns import compile_pattern, search
-from trajgrade.core.trajectory.model import Step, Trajectory
+from trajgrade.core.trajectory.model import Step, ToolCall, Trajectory
 
 __all__ = ["SPECS", "ToolCallsConfig", "ToolMatch"]
 
@@ -157,11 +160,21 @@ def _result_texts(result: Any) -> tuple[str, ...]:
         return (str(result),)
 
 
+def _by_name(m: ToolMatch) -> bool:
+    """Whether the matcher looks at the tool's name alone."""
+    return m.command is None and m.path is None and not m.args and m.result is None
+
+
 def _match(m: ToolMatch, step: Step) -> Match:
     """True / False, or None when the call's name matches and the rest depends on data not captured."""
     tool = step.tool
     if tool is None or not search(m.name, tool.name):
         return False
+    return _match_data(m, tool, step)
+
+
+def _match_data(m: ToolMatch, tool: ToolCall, step: Step) -> Match:
+    """``_match`` of a call whose name matches."""
     unknown = False
     if m.command is not None or m.path is not None or m.args:
         if not tool.arguments_captured:
@@ -191,16 +204,16 @@ def _match(m: ToolMatch, step: Step) -> Match:
     return None if unknown else True
 
 
-def _row(m: ToolMatch, calls: list[Step]) -> list[Match]:
-    """``_match`` of one matcher against every call; a matcher of the name alone is decided once per tool name."""
-    if m.command is not None or m.path is not None or m.args or m.result is not None:
-        return [_match(m, s) for s in calls]
-    by_name: dict[str | None, Match] = {}
-    for s in calls:
-        name = s.tool.name if s.tool is not None else None
-        if name not in by_name:
-            by_name[name] = _match(m, s)
-    return [by_name[s.tool.name if s.tool is not None else None] for s in calls]
+def _row(m: ToolMatch, calls: list[Step], names: list[str]) -> list[Match]:
+    """``_match`` of one matcher against every call (of tool ``names``), its name regex decided once per tool
+    name."""
+    named = {name: search(m.name, name) for name in dict.fromkeys(names)}
+    if _by_name(m):
+        return each_name(names, named)
+    return [
+        _match_data(m, s.tool, s) if named[name] and s.tool is not None else False
+        for s, name in zip(calls, names, strict=True)
+    ]
 
 
 def _in_step(m: ToolMatch, step: Step) -> bool:
@@ -213,9 +226,17 @@ def _ids(steps: list[Step]) -> tuple[str, ...]:
     return tuple(s.span_id for s in steps)
 
 
+def _where(row: list[Match], calls: list[Step], value: Match) -> list[Step]:
+    """The calls whose ``row`` entry is ``value`` (True or None)."""
+    if value is True:
+        return list(compress(calls, row))
+    return [s for s, ok in zip(calls, row, strict=True) if ok is None] if None in row else []
+
+
 def _required(m: ToolMatch, calls: list[Step], row: list[Match]) -> tuple[Verdict, Evidence, list[Step]]:
-    sure = [s for s, ok in zip(calls, row, strict=True) if ok is True and _in_step(m, s)]
-    maybe = [s for s, ok in zip(calls, row, strict=True) if ok is None and _in_step(m, s)]
+    sure, maybe = _where(row, calls, True), _where(row, calls, None)
+    if m.at_step is not None or m.before_step is not None:
+        sure, maybe = [s for s in sure if _in_step(m, s)], [s for s in maybe if _in_step(m, s)]
     need = m.min_count or 1
     where = "".join(
         (
@@ -242,8 +263,7 @@ def _required(m: ToolMatch, calls: list[Step], row: list[Match]) -> tuple[Verdic
 
 
 def _disallowed(m: ToolMatch, calls: list[Step], row: list[Match]) -> tuple[Verdict, Evidence, list[Step]]:
-    sure = [s for s, ok in zip(calls, row, strict=True) if ok is True]
-    maybe = [s for s, ok in zip(calls, row, strict=True) if ok is None]
+    sure, maybe = _where(row, calls, True), _where(row, calls, None)
     if sure:
         return "unmet", Evidence(f"disallowed {m.label()}: called {len(sure)} time(s)", _ids(sure)), []
     if maybe:
@@ -256,13 +276,21 @@ def _subsequence(rows: list[list[Match]], accept: tuple[Match, ...]) -> tuple[in
     positions: list[int] = []
     j = 0
     for row in rows:
-        while j < len(row) and row[j] not in accept:
-            j += 1
+        found = [_index(row, value, j) for value in accept]
+        j = min(found)
         if j == len(row):
             break
         positions.append(j)
         j += 1
     return len(positions), positions
+
+
+def _index(row: list[Match], value: Match, start: int) -> int:
+    """The first position from ``start`` where ``row`` holds ``value`` (True or None), else its length."""
+    try:
+        return row.index(value, start)  # rows hold only True, False and None: equal is identical here
+    except ValueError:
+        return len(row)
 
 
 def _sequence(
@@ -292,11 +320,12 @@ def _names_check(names: tuple[str, ...], what: str, ok: str) -> tuple[Verdict, E
 
 
 def tool_calls(t: Trajectory, c: ToolCallsConfig, name: str) -> GraderResult:
-    calls = [s for s in t.tool_steps if s.tool is not None]
+    calls = calls_of(t)
+    names = tool_names(calls)
     try:  # every matcher against every call, so a configuration problem never depends on the verdict
-        required = [_row(m, calls) for m in c.required or ()]
-        disallowed = [_row(m, calls) for m in c.disallowed or ()]
-        sequence = [_row(m, calls) for m in c.sequence or ()]
+        required = [_row(m, calls, names) for m in c.required or ()]
+        disallowed = [_row(m, calls, names) for m in c.disallowed or ()]
+        sequence = [_row(m, calls, names) for m in c.sequence or ()]
     except _ConfigProblem as e:
         return GraderResult(
             name=name,

@@ -29,6 +29,7 @@ from referencing import Registry
 from referencing.exceptions import NoSuchResource
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
+from trajgrade.core.graders.steps import not_plainly_valid, span_ids_by_name, tool_calls
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS"]
@@ -107,7 +108,7 @@ def _where(step: Step) -> str:
 
 
 def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
-    calls = [s for s in t.tool_steps if s.tool is not None]
+    calls = tool_calls(t)
     if not calls:
         text = "no tool calls to check"
         return GraderResult(
@@ -127,7 +128,14 @@ def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
     evidence: list[Evidence] = []
     unchecked: list[str] = []
     unfetched: list[str] = []
-    for step in calls:
+    by_tool = span_ids_by_name(calls)
+    approved = {
+        tool
+        for tool in by_tool
+        if (c.allowlist is None or tool in c.allowlist) and tool not in c.blocklist and tool not in refused
+    }
+    for i in not_plainly_valid(calls, approved, validators):  # the other calls add nothing below
+        step = calls[i]
         assert step.tool is not None
         tool = step.tool.name
         if c.allowlist is not None and tool not in c.allowlist:
@@ -179,10 +187,6 @@ def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
             evidence=tuple(evidence),
             details={"checked": checked, "violations": violations, "unchecked": len(unchecked)},
         )
-    by_tool: dict[str, list[str]] = {}
-    for s in calls:
-        if s.tool is not None:
-            by_tool.setdefault(s.tool.name, []).append(s.span_id)
     validated = sum(len(spans) for tool, spans in by_tool.items() if tool in validators)
     text = (
         f"all {len(calls)} tool call(s) checked: tools approved, {validated} argument set(s) valid "
