@@ -17,6 +17,7 @@ __all__ = [
     "calls_named",
     "count_named",
     "each_name",
+    "each_named",
     "failed_span_ids",
     "not_plainly_valid",
     "span_ids",
@@ -78,9 +79,29 @@ def each_name(names: Sequence[str], verdicts: dict[str, bool]) -> list[bool | No
     return [verdicts[name] for name in names]
 
 
+def each_named(
+    calls: Sequence[Step], names: Sequence[str], verdicts: dict[str, bool], check: Callable[[Step], bool | None]
+) -> list[bool | None]:
+    """``check(call)`` on each call (of tool ``names``) whose name ``verdicts`` accepts, False on the others."""
+    return [check(calls[i]) if verdicts[name] else False for i, name in enumerate(names)]
+
+
 def not_plainly_valid(calls: Sequence[Step], approved: Collection[str], validators: Mapping[str, Any]) -> list[int]:
     """The positions of the calls that are not plainly valid: of a tool not ``approved``, or of a tool with a
-    validator (an object with ``is_valid(arguments)``) whose arguments were not captured or are not valid."""
+    validator whose arguments were not captured or are not valid.
+
+    A validator has ``is_valid(arguments)``, and ``all_valid(list of arguments)``, true when one check of them all
+    finds every one valid: the calls of a tool are checked together first, and one by one only when that fails.
+    """
+    batches: dict[str, list[Any]] = {}
+    for s in calls:
+        tool = s.tool
+        if tool is not None and tool.arguments_captured and tool.name in validators:
+            batch = batches.get(tool.name)
+            if batch is None:
+                batch = batches[tool.name] = []
+            batch.append(tool.arguments)
+    valid = {name for name, batch in batches.items() if validators[name].all_valid(batch)}
     out: list[int] = []
     for i, s in enumerate(calls):
         tool = s.tool
@@ -90,7 +111,9 @@ def not_plainly_valid(calls: Sequence[Step], approved: Collection[str], validato
             out.append(i)
             continue
         validator = validators.get(tool.name)
-        if validator is not None and (not tool.arguments_captured or not validator.is_valid(tool.arguments)):
+        if validator is None:
+            continue
+        if not tool.arguments_captured or (tool.name not in valid and not validator.is_valid(tool.arguments)):
             out.append(i)
     return out
 

@@ -46,11 +46,11 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, Taxonomy, not_evaluable
-from trajgrade.core.graders.steps import each_name, tool_names
+from trajgrade.core.graders.steps import each_name, each_named, tool_names
 from trajgrade.core.graders.steps import tool_calls as calls_of
 from trajgrade.core.graders.watch import Gate, RunSoFar
 from trajgrade.core.patterns import compile_pattern, search
-from trajgrade.core.trajectory.model import Step, ToolCall, Trajectory
+from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS", "ToolCallsConfig", "ToolMatch"]
 
@@ -167,14 +167,16 @@ def _by_name(m: ToolMatch) -> bool:
 
 def _match(m: ToolMatch, step: Step) -> Match:
     """True / False, or None when the call's name matches and the rest depends on data not captured."""
-    tool = step.tool
-    if tool is None or not search(m.name, tool.name):
+    if step.tool is None or not search(m.name, step.tool.name):
         return False
-    return _match_data(m, tool, step)
+    return _match_data(m, step)
 
 
-def _match_data(m: ToolMatch, tool: ToolCall, step: Step) -> Match:
+def _match_data(m: ToolMatch, step: Step) -> Match:
     """``_match`` of a call whose name matches."""
+    tool = step.tool
+    if tool is None:
+        return False
     unknown = False
     if m.command is not None or m.path is not None or m.args:
         if not tool.arguments_captured:
@@ -210,10 +212,7 @@ def _row(m: ToolMatch, calls: list[Step], names: list[str]) -> list[Match]:
     named = {name: search(m.name, name) for name in dict.fromkeys(names)}
     if _by_name(m):
         return each_name(names, named)
-    return [
-        _match_data(m, s.tool, s) if named[name] and s.tool is not None else False
-        for s, name in zip(calls, names, strict=True)
-    ]
+    return each_named(calls, names, named, lambda s: _match_data(m, s))
 
 
 def _in_step(m: ToolMatch, step: Step) -> bool:
