@@ -7,6 +7,10 @@ agent's worker thread or the sidecar. Patterns are compiled with the ``regex`` p
 past its time raises :class:`PatternTimeout`, which the grader's runner reports as an ``error`` result with
 ``error.type`` ``timeout``. A grader's own budget (:func:`budget`) bounds all its matches together: many slow
 matches cannot add up past it.
+
+A pattern that is a plain string, with at most a leading ``^`` and a trailing ``$`` (``^search$``, ``^read_``,
+``topic``), cannot be slow: it is matched as the string it is, without the regex engine, whose time limit alone
+costs microseconds a match.
 """
 
 from __future__ import annotations
@@ -80,9 +84,42 @@ def search(pattern: str, text: str) -> bool:
     Short texts (tool names, most argument values) repeat across a run's calls, so their answers are kept:
     a match under a time limit costs microseconds more than one without.
     """
+    plain = _plain(pattern)
+    if plain is not None:
+        return _search_plain(plain, text)
     if len(text) <= _SHORT:
         return _search_short(pattern, text)
     return _search(pattern, text)
+
+
+#: What makes a pattern more than a plain string.
+_SPECIAL = frozenset(".^$*+?{}[]\\|()")
+
+
+@functools.lru_cache(maxsize=2048)
+def _plain(pattern: str) -> tuple[str, bool, bool] | None:
+    """(the string, anchored at the start, anchored at the end) of a pattern that is a plain string with at most a
+    leading ``^`` and a trailing ``$``; None for any other pattern."""
+    at_start = pattern.startswith("^")
+    body = pattern[1:] if at_start else pattern
+    at_end = body.endswith("$")
+    body = body[:-1] if at_end else body
+    if any(c in _SPECIAL for c in body):
+        return None
+    return body, at_start, at_end
+
+
+def _search_plain(plain: tuple[str, bool, bool], text: str) -> bool:
+    """``search`` of a plain pattern, as the regex engine matches it: ``$`` matches at the end of the text and
+    before a newline that ends it."""
+    body, at_start, at_end = plain
+    end = min(len(text), MAX_INPUT)
+    if not at_end:
+        return text.startswith(body, 0, end) if at_start else text.find(body, 0, end) >= 0
+    ends = [end, end - 1] if text.endswith("\n", 0, end) else [end]
+    if at_start:
+        return any(e == len(body) and text.startswith(body, 0, e) for e in ends)
+    return any(text.endswith(body, 0, e) for e in ends)
 
 
 _SHORT = 256
