@@ -30,6 +30,7 @@ __all__ = [
     "budget",
     "compile_pattern",
     "end_budget",
+    "matcher",
     "name_filter",
     "search",
     "start_budget",
@@ -79,24 +80,36 @@ def compile_pattern(pattern: str) -> regex.Pattern[str]:
 
 
 def search(pattern: str, text: str) -> bool:
-    """Whether ``pattern`` matches anywhere in ``text`` (its first ``MAX_INPUT`` characters).
+    """Whether ``pattern`` matches anywhere in ``text`` (its first ``MAX_INPUT`` characters)."""
+    return matcher(pattern)(text)
 
-    Short texts (tool names, most argument values) repeat across a run's calls, so their answers are kept:
-    a match under a time limit costs microseconds more than one without.
+
+@functools.lru_cache(maxsize=2048)
+def matcher(pattern: str) -> Callable[[str], bool]:
+    """``search`` with ``pattern`` set (for a loop over many texts).
+
+    A plain pattern is matched as the string it is. With the regex engine, short texts (tool names, most argument
+    values) repeat across a run's calls, so their answers are kept: a match under a time limit costs microseconds
+    more than one without.
     """
     plain = _plain(pattern)
-    if plain is not None:
-        return _search_plain(plain, text)
-    if len(text) <= _SHORT:
-        return _search_short(pattern, text)
-    return _search(pattern, text)
+    if plain is None:
+        return functools.partial(_search_any, pattern)
+    body, at_start, at_end = plain
+    if not at_end:
+        if at_start:
+            return lambda text: text.startswith(body, 0, MAX_INPUT)
+        return lambda text: text.find(body, 0, MAX_INPUT) >= 0
+    # "$" matches at the end of the text and before a newline that ends it
+    if at_start:
+        return lambda text: any(e == len(body) and text.startswith(body, 0, e) for e in _ends(text))
+    return lambda text: any(text.endswith(body, 0, e) for e in _ends(text))
 
 
 #: What makes a pattern more than a plain string.
 _SPECIAL = frozenset(".^$*+?{}[]\\|()")
 
 
-@functools.lru_cache(maxsize=2048)
 def _plain(pattern: str) -> tuple[str, bool, bool] | None:
     """(the string, anchored at the start, anchored at the end) of a pattern that is a plain string with at most a
     leading ``^`` and a trailing ``$``; None for any other pattern."""
@@ -109,17 +122,16 @@ def _plain(pattern: str) -> tuple[str, bool, bool] | None:
     return body, at_start, at_end
 
 
-def _search_plain(plain: tuple[str, bool, bool], text: str) -> bool:
-    """``search`` of a plain pattern, as the regex engine matches it: ``$`` matches at the end of the text and
-    before a newline that ends it."""
-    body, at_start, at_end = plain
+def _ends(text: str) -> tuple[int, ...]:
+    """Where a match may end for ``$``: the end of the (cut) text, and before its last character if a newline."""
     end = min(len(text), MAX_INPUT)
-    if not at_end:
-        return text.startswith(body, 0, end) if at_start else text.find(body, 0, end) >= 0
-    ends = [end, end - 1] if text.endswith("\n", 0, end) else [end]
-    if at_start:
-        return any(e == len(body) and text.startswith(body, 0, e) for e in ends)
-    return any(text.endswith(body, 0, e) for e in ends)
+    return (end, end - 1) if text.endswith("\n", 0, end) else (end,)
+
+
+def _search_any(pattern: str, text: str) -> bool:
+    if len(text) <= _SHORT:
+        return _search_short(pattern, text)
+    return _search(pattern, text)
 
 
 _SHORT = 256

@@ -40,6 +40,7 @@ Edge cases:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from itertools import compress
 from typing import Annotated, Any, Literal
 
@@ -49,7 +50,7 @@ from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, Gr
 from trajgrade.core.graders.steps import each_name, each_named, tool_names
 from trajgrade.core.graders.steps import tool_calls as calls_of
 from trajgrade.core.graders.watch import Gate, RunSoFar
-from trajgrade.core.patterns import compile_pattern, search
+from trajgrade.core.patterns import compile_pattern, matcher, search
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS", "ToolCallsConfig", "ToolMatch"]
@@ -165,54 +166,53 @@ def _by_name(m: ToolMatch) -> bool:
     return m.command is None and m.path is None and not m.args and m.result is None
 
 
-def _match(m: ToolMatch, step: Step) -> Match:
-    """True / False, or None when the call's name matches and the rest depends on data not captured."""
-    if step.tool is None or not search(m.name, step.tool.name):
-        return False
-    return _match_data(m, step)
+def _data_matcher(m: ToolMatch) -> Callable[[Step], Match]:
+    """Whether a call whose name matches ``m`` matches it: True / False, or None when that depends on data the spans
+    did not capture. The matcher's fields are read once: it runs on every such call."""
+    required = tuple((key, matcher(p)) for key in ("command", "path") if (p := getattr(m, key)) is not None)
+    args = tuple((key, matcher(p)) for key, p in (m.args or {}).items())
+    result = matcher(m.result) if m.result is not None else None
 
-
-def _match_data(m: ToolMatch, step: Step) -> Match:
-    """``_match`` of a call whose name matches."""
-    tool = step.tool
-    if tool is None:
-        return False
-    unknown = False
-    if m.command is not None or m.path is not None or m.args:
-        if not tool.arguments_captured:
-            unknown = True
-        else:
-            for key in ("command", "path"):
-                pattern = getattr(m, key)
-                if pattern is None:
-                    continue
-                value = _string_arg(tool.arguments, key)
-                if value is None:
-                    raise _ConfigProblem(
-                        f"{key} matcher on {tool.name!r}, but call {step.span_id} has no string {key!r} argument "
-                        f"(use args: {{{key}: ...}} to match across tools that may lack it)"
-                    )
-                if not search(pattern, value):
-                    return False
-            for key, pattern in (m.args or {}).items():
-                value = _string_arg(tool.arguments, key)
-                if value is None or not search(pattern, value):
-                    return False
-    if m.result is not None:
-        if not tool.result_captured:
-            unknown = True
-        elif not any(search(m.result, text) for text in _result_texts(tool.result)):
+    def match(step: Step) -> Match:
+        tool = step.tool
+        if tool is None:
             return False
-    return None if unknown else True
+        unknown = False
+        if required or args:
+            if not tool.arguments_captured:
+                unknown = True
+            else:
+                arguments = tool.arguments
+                for key, matches in required:
+                    value = _string_arg(arguments, key)
+                    if value is None:
+                        raise _ConfigProblem(
+                            f"{key} matcher on {tool.name!r}, but call {step.span_id} has no string {key!r} "
+                            f"argument (use args: {{{key}: ...}} to match across tools that may lack it)"
+                        )
+                    if not matches(value):
+                        return False
+                for key, matches in args:
+                    value = _string_arg(arguments, key)
+                    if value is None or not matches(value):
+                        return False
+        if result is not None:
+            if not tool.result_captured:
+                unknown = True
+            elif not any(result(text) for text in _result_texts(tool.result)):
+                return False
+        return None if unknown else True
+
+    return match
 
 
-def _row(m: ToolMatch, calls: list[Step], names: list[str]) -> list[Match]:
-    """``_match`` of one matcher against every call (of tool ``names``), its name regex decided once per tool
-    name."""
-    named = {name: search(m.name, name) for name in dict.fromkeys(names)}
+def _row(m: ToolMatch, calls: list[Step], names: list[str], distinct: list[str]) -> list[Match]:
+    """One matcher against every call (of tool ``names``), its name regex decided once per tool name (``distinct``
+    lists them)."""
+    named = {name: search(m.name, name) for name in distinct}
     if _by_name(m):
         return each_name(names, named)
-    return each_named(calls, names, named, lambda s: _match_data(m, s))
+    return each_named(calls, names, named, _data_matcher(m))
 
 
 def _in_step(m: ToolMatch, step: Step) -> bool:
@@ -321,10 +321,11 @@ def _names_check(names: tuple[str, ...], what: str, ok: str) -> tuple[Verdict, E
 def tool_calls(t: Trajectory, c: ToolCallsConfig, name: str) -> GraderResult:
     calls = calls_of(t)
     names = tool_names(calls)
+    distinct = list(dict.fromkeys(names))
     try:  # every matcher against every call, so a configuration problem never depends on the verdict
-        required = [_row(m, calls, names) for m in c.required or ()]
-        disallowed = [_row(m, calls, names) for m in c.disallowed or ()]
-        sequence = [_row(m, calls, names) for m in c.sequence or ()]
+        required = [_row(m, calls, names, distinct) for m in c.required or ()]
+        disallowed = [_row(m, calls, names, distinct) for m in c.disallowed or ()]
+        sequence = [_row(m, calls, names, distinct) for m in c.sequence or ()]
     except _ConfigProblem as e:
         return GraderResult(
             name=name,
@@ -384,15 +385,17 @@ def watch_tool_calls(c: ToolCallsConfig, name: str) -> Gate | None:
     later). A matcher that meets a configuration problem stops watching its run: the final grading reports it."""
     if not c.disallowed:
         return None
-    disallowed = list(c.disallowed)
+    disallowed = [(m, _data_matcher(m)) for m in c.disallowed]
 
     def check(run: RunSoFar, step: Step | None, dropped: list[ToolMatch]) -> GraderResult | None:
         assert step is not None and step.tool is not None
-        for m in disallowed:
+        for m, data in disallowed:
             if dropped and any(m is d for d in dropped):
                 continue
+            if not search(m.name, step.tool.name):
+                continue
             try:
-                matched = _match(m, step)
+                matched = data(step)
             except _ConfigProblem:
                 dropped.append(m)
                 continue
@@ -409,7 +412,7 @@ def watch_tool_calls(c: ToolCallsConfig, name: str) -> Gate | None:
         return None
 
     # Only the calls that some matcher's name matches can be disallowed: most calls stop at the gate.
-    return Gate(check, start=list, tools=[m.name for m in disallowed])
+    return Gate(check, start=list, tools=[m.name for m, _ in disallowed])
 
 
 SPECS = (
