@@ -34,3 +34,5 @@ def test_a_plain_pattern_sees_only_the_first_characters_of_a_long_text(pattern: 
 def test_past_the_first_characters_a_plain_pattern_finds_nothing() -> None:
     assert search("ab", "x" * MAX_INPUT + "ab") is False
     assert search("ab$", "x" * (MAX_INPUT - 2) + "ab" + "x") is True  # the text cut after "ab"
+    assert search("^" + "x" * MAX_INPUT + "$", "x" * (MAX_INPUT + 5)) is True  # as long as the cut text
+    assert search("^" + "x" * (MAX_INPUT - 1) + "$", "x" * (MAX_INPUT + 5)) is False

@@ -101,9 +101,16 @@ def matcher(pattern: str) -> Callable[[str], bool]:
             return lambda text: text.startswith(body, 0, MAX_INPUT)
         return lambda text: text.find(body, 0, MAX_INPUT) >= 0
     # "$" matches at the end of the text and before a newline that ends it
+    with_newline = body + "\n"
     if at_start:
+        if len(with_newline) < MAX_INPUT:  # then no text longer than MAX_INPUT can match
+            return lambda text: text == body or text == with_newline
         return lambda text: any(e == len(body) and text.startswith(body, 0, e) for e in _ends(text))
-    return lambda text: any(text.endswith(body, 0, e) for e in _ends(text))
+    return lambda text: (
+        text.endswith(body) or text.endswith(with_newline)
+        if len(text) <= MAX_INPUT
+        else any(text.endswith(body, 0, e) for e in _ends(text))
+    )
 
 
 #: What makes a pattern more than a plain string.
@@ -143,11 +150,12 @@ def name_filter(patterns: Sequence[str] | None) -> Callable[[str], bool]:
     if not patterns:
         return lambda name: True
     seen: dict[str, bool] = {}
+    tests = [matcher(p) for p in patterns]
 
     def matches(name: str) -> bool:
         hit = seen.get(name)
         if hit is None:
-            hit = seen[name] = any(search(p, name) for p in patterns)
+            hit = seen[name] = any(test(name) for test in tests)
         return hit
 
     return matches

@@ -209,7 +209,8 @@ def _data_matcher(m: ToolMatch) -> Callable[[Step], Match]:
 def _row(m: ToolMatch, calls: list[Step], names: list[str], distinct: list[str]) -> list[Match]:
     """One matcher against every call (of tool ``names``), its name regex decided once per tool name (``distinct``
     lists them)."""
-    named = {name: search(m.name, name) for name in distinct}
+    matches = matcher(m.name)
+    named = {name: matches(name) for name in distinct}
     if _by_name(m):
         return each_name(names, named)
     return each_named(calls, names, named, _data_matcher(m))
