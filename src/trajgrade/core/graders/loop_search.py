@@ -91,15 +91,18 @@ def flatten(arguments: Any, texts: dict[str, str] | None = None) -> dict[str, An
     return out
 
 
+_ABSENT: Any = object()
+
+
 def similarity(a: dict[str, Any], b: dict[str, Any]) -> float:
     """Fraction of equal leaf values over the union of leaf paths of two flattened argument sets."""
     if not a and not b:
         return 1.0
     shared = equal = 0
     for k, v in a.items():
-        if k in b:
+        w = b.get(k, _ABSENT)
+        if w is not _ABSENT:
             shared += 1
-            w = b[k]
             if w == v and type(w) is type(v):
                 equal += 1
     return equal / (len(a) + len(b) - shared)
