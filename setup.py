@@ -3,8 +3,9 @@
 - The sidecar's OTLP reader and result encoder, in C (``_protowire.c``).
 - The modules every span and every tool call goes through, compiled from their typed Python with mypyc: the
   trace file readers and the span views (of the SDK, of protobuf, of OTLP/JSON), the span records and the
-  trajectory model, normalization, the build (the span tree, tool requests, content, summaries), prices, the loop
-  grader's search, and the in-flight checks' per-span counting.
+  trajectory model, normalization, the build (the span tree, tool requests, content, summaries), prices, the
+  graders' passes over a run's steps, the loop grader's search, the comparison of a run with its baseline, and
+  the in-flight checks' per-span counting.
   The same source runs interpreted where it is not compiled; ``make lint`` type-checks it strictly. Here mypy
   only has to type the modules for the compiler, without the project's config (its pydantic plugin) and
   without the runtime dependencies, which the build environment does not have.
@@ -25,9 +26,11 @@ COMPILED = [
     "src/trajgrade/core/trajectory/summary.py",
     "src/trajgrade/core/trajectory/build.py",
     "src/trajgrade/core/trajectory/cost.py",
+    "src/trajgrade/core/graders/steps.py",
     "src/trajgrade/core/graders/loop_search.py",
     "src/trajgrade/core/graders/repetition.py",
     "src/trajgrade/core/graders/watch.py",
+    "src/trajgrade/core/compare.py",
     "src/trajgrade/core/inflight.py",
     "src/trajgrade/core/assembler.py",
     "src/trajgrade/core/spans.py",

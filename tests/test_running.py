@@ -185,3 +185,25 @@ def test_a_composites_weights_override_its_childrens_as_scoring_weights_do() -> 
     r = run_grader(composite_of(*children, aggregator={"type": "weighted_average", "weights": {"a": 1.0}}), T)
     suite = Config(suites=(Suite(name="s", graders=children, scoring=Scoring(weights={"a": 1.0})),))
     assert r.score == pytest.approx(grade_run(suite, T).score) == pytest.approx(0.5)
+
+
+def test_a_grader_listed_again_with_the_same_options_runs_once_per_grading() -> None:
+    calls: list[str] = []
+
+    def counted(_t: Trajectory, _c: GraderConfig, name: str) -> GraderResult:
+        calls.append(name)
+        return GraderResult(name=name, type="custom", status="fail", score=0.5, explanation="counted")
+
+    spec = GraderSpec("custom", GraderConfig, counted, "a grader made for a test")
+    top = Grader(name="top", type="custom", weight=1.0, spec=spec, options=GraderConfig())
+    inner = Grader(name="inner", type="custom", weight=1.0, spec=spec, options=GraderConfig())
+    other = fixed("other", "pass", 1.0)
+    config = Config(suites=(Suite(name="s", graders=(top, composite_of(inner, other))),))
+    report = grade_run(config, T)
+    assert calls == ["top"]  # the composite's child is the suite's grader again: its result, under its own name
+    assert [c["name"] for c in report.results[1].details["children"]] == ["inner", "other"]
+    assert report.results[1].evidence[0].description == "inner: counted"
+    grade_run(config, T)
+    assert calls == ["top", "top"]  # once per grading, not once for good
+    assert [run_grader(g, T).name for g in (top, inner)] == ["top", "inner"]  # outside a grading: each runs
+    assert calls == ["top", "top", "top", "inner"]

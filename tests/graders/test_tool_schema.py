@@ -44,6 +44,28 @@ def test_schema_violations_name_call_argument_and_reason() -> None:
     assert any("Additional properties are not allowed ('units'" in reason for _, reason in reasons)
 
 
+@pytest.mark.parametrize(
+    "schema",
+    [
+        WEATHER,  # the calls of a tool checked together first, then one by one when one of them is not valid
+        {"$defs": {"weather": WEATHER}, "$ref": "#/$defs/weather"},  # a reference: checked one by one only
+    ],
+)
+def test_among_many_calls_of_a_tool_the_invalid_ones_are_named(schema: dict[str, object]) -> None:
+    calls = [tool("get_weather", {"city": f"town {i}"}) for i in range(30)]
+    calls[7] = tool("get_weather", {"city": 7})
+    calls[21] = tool("get_weather", {"town": "Paris"})
+    t = run(llm(), *calls, llm())
+    r = grade(f"schemas: {{get_weather: {schema}}}".replace("'", '"'), t)
+    assert r.status == "fail" and r.score == pytest.approx(1 - 2 / 30)
+    assert [(v["span_id"], v["argument"]) for v in r.details["violations"]] == [
+        (t.tool_steps[7].span_id, "arguments.city"),
+        (t.tool_steps[21].span_id, "arguments"),  # an argument not allowed
+        (t.tool_steps[21].span_id, "arguments"),  # and one missing
+    ]
+    assert grade(f"schemas: {{get_weather: {schema}}}".replace("'", '"'), run(llm(), *calls[:7])).status == "pass"
+
+
 def test_schemas_from_the_trace_definitions_and_nested_calls() -> None:
     defs = [{"type": "function", "name": "get_weather", "parameters": WEATHER}]
     inner = tool("get_weather", {"town": "Paris"})

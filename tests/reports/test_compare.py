@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import subprocess
 import sys
@@ -9,9 +10,11 @@ from pathlib import Path
 
 import pytest
 import xmlschema
+from hypothesis import given
+from hypothesis import strategies as st
 
 from trajgrade import ConfigError, parse_config
-from trajgrade.core.compare import compare, tool_call_text
+from trajgrade.core.compare import _opcodes, compare, tool_call_text
 from trajgrade.core.runfiles import read_runs
 from trajgrade.core.running import grade_run
 
@@ -25,6 +28,12 @@ def run(path: Path):  # type: ignore[no-untyped-def]
     runs, problems = read_runs([str(path)])
     assert not problems and len(runs) == 1
     return runs[0].trajectory
+
+
+@given(st.lists(st.sampled_from("abcd"), max_size=30), st.lists(st.sampled_from("abcdefgh"), max_size=80))
+def test_the_edit_script_is_difflibs_own(before: list[str], after: list[str]) -> None:
+    # only the candidate's calls the baseline also has are indexed: the script must not change
+    assert _opcodes(before, after) == difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes()
 
 
 def test_the_edit_script_turns_the_baseline_tool_calls_into_the_candidates() -> None:

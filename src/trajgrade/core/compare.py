@@ -26,11 +26,14 @@ __all__ = ["METRICS", "Comparison", "Edit", "compare", "match_runs", "run_key", 
 METRICS = ("llm_calls", "tool_calls", "total_tokens", "cost_usd", "duration_ms")
 
 
+Op = Literal["equal", "insert", "delete", "replace"]
+
+
 @dataclass(frozen=True, slots=True)
 class Edit:
     """One step of the edit script from the baseline's tool calls to the candidate's."""
 
-    op: Literal["equal", "insert", "delete", "replace"]
+    op: Op
     baseline: tuple[str, ...]
     candidate: tuple[str, ...]
     #: The span ids of the candidate's calls in ``candidate``.
@@ -90,12 +93,31 @@ def compare(baseline: Trajectory, candidate: Trajectory) -> Comparison:
     spans = [s.span_id for s in candidate.tool_steps]
     edits: list[Edit] = []
     count = 0
-    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes():
+    for op, i1, i2, j1, j2 in _opcodes(before, after):
         edits.append(Edit(op, tuple(before[i1:i2]), tuple(after[j1:j2]), tuple(spans[j1:j2])))
         if op != "equal":
             count += max(i2 - i1, j2 - j1)
     metrics = {m: (getattr(baseline.summary, m), getattr(candidate.summary, m)) for m in METRICS}
     return Comparison(tuple(edits), count, metrics)
+
+
+def _opcodes(before: list[str], after: list[str]) -> list[tuple[Op, int, int, int, int]]:
+    """``difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes()``, with only the items of
+    ``after`` that ``before`` also has indexed (its ``b2j``): the others can never be part of a match, and most of
+    a long run's calls have no counterpart in its baseline."""
+    matcher = difflib.SequenceMatcher(None, before, [], autojunk=False)
+    wanted = set(before)
+    b2j: dict[str, list[int]] = {}
+    for j, item in enumerate(after):
+        if item in wanted:
+            at = b2j.get(item)
+            if at is None:
+                at = b2j[item] = []
+            at.append(j)
+    # What set_seq2 sets, with the index made above (difflib's own attributes, which typeshed does not list).
+    matcher.b = after  # type: ignore[attr-defined]
+    matcher.b2j = b2j  # type: ignore[attr-defined]
+    return matcher.get_opcodes()
 
 
 def run_key(run: Trajectory, key: str, path: str | None = None) -> str | None:

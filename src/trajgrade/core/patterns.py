@@ -7,6 +7,10 @@ agent's worker thread or the sidecar. Patterns are compiled with the ``regex`` p
 past its time raises :class:`PatternTimeout`, which the grader's runner reports as an ``error`` result with
 ``error.type`` ``timeout``. A grader's own budget (:func:`budget`) bounds all its matches together: many slow
 matches cannot add up past it.
+
+A pattern that is a plain string, with at most a leading ``^`` and a trailing ``$`` (``^search$``, ``^read_``,
+``topic``), cannot be slow: it is matched as the string it is, without the regex engine, whose time limit alone
+costs microseconds a match.
 """
 
 from __future__ import annotations
@@ -19,7 +23,18 @@ from contextlib import contextmanager
 
 import regex
 
-__all__ = ["MAX_INPUT", "TIMEOUT_S", "PatternTimeout", "budget", "compile_pattern", "name_filter", "search"]
+__all__ = [
+    "MAX_INPUT",
+    "TIMEOUT_S",
+    "PatternTimeout",
+    "budget",
+    "compile_pattern",
+    "end_budget",
+    "matcher",
+    "name_filter",
+    "search",
+    "start_budget",
+]
 
 MAX_INPUT = 65_536
 TIMEOUT_S = 0.2
@@ -35,13 +50,24 @@ _deadline = threading.local()
 @contextmanager
 def budget(seconds: float) -> Iterator[None]:
     """Every match in the block, on this thread, ends by ``seconds`` from now (or by an enclosing budget's end)."""
-    outer: float | None = getattr(_deadline, "at", None)
-    at = time.monotonic() + seconds
-    _deadline.at = at if outer is None else min(at, outer)
+    outer = start_budget(seconds)
     try:
         yield
     finally:
-        _deadline.at = outer
+        end_budget(outer)
+
+
+def start_budget(seconds: float) -> float | None:
+    """:func:`budget` without a context manager (a grader's runner sets one per grader): returns the enclosing
+    budget's end, which :func:`end_budget` restores."""
+    outer: float | None = getattr(_deadline, "at", None)
+    at = time.monotonic() + seconds
+    _deadline.at = at if outer is None else min(at, outer)
+    return outer
+
+
+def end_budget(outer: float | None) -> None:
+    _deadline.at = outer
 
 
 @functools.lru_cache(maxsize=2048)
@@ -54,11 +80,62 @@ def compile_pattern(pattern: str) -> regex.Pattern[str]:
 
 
 def search(pattern: str, text: str) -> bool:
-    """Whether ``pattern`` matches anywhere in ``text`` (its first ``MAX_INPUT`` characters).
+    """Whether ``pattern`` matches anywhere in ``text`` (its first ``MAX_INPUT`` characters)."""
+    return matcher(pattern)(text)
 
-    Short texts (tool names, most argument values) repeat across a run's calls, so their answers are kept:
-    a match under a time limit costs microseconds more than one without.
+
+@functools.lru_cache(maxsize=2048)
+def matcher(pattern: str) -> Callable[[str], bool]:
+    """``search`` with ``pattern`` set (for a loop over many texts).
+
+    A plain pattern is matched as the string it is. With the regex engine, short texts (tool names, most argument
+    values) repeat across a run's calls, so their answers are kept: a match under a time limit costs microseconds
+    more than one without.
     """
+    plain = _plain(pattern)
+    if plain is None:
+        return functools.partial(_search_any, pattern)
+    body, at_start, at_end = plain
+    if not at_end:
+        if at_start:
+            return lambda text: text.startswith(body, 0, MAX_INPUT)
+        return lambda text: text.find(body, 0, MAX_INPUT) >= 0
+    # "$" matches at the end of the text and before a newline that ends it
+    with_newline = body + "\n"
+    if at_start:
+        if len(with_newline) < MAX_INPUT:  # then no text longer than MAX_INPUT can match
+            return lambda text: text == body or text == with_newline
+        return lambda text: any(e == len(body) and text.startswith(body, 0, e) for e in _ends(text))
+    return lambda text: (
+        text.endswith(body) or text.endswith(with_newline)
+        if len(text) <= MAX_INPUT
+        else any(text.endswith(body, 0, e) for e in _ends(text))
+    )
+
+
+#: What makes a pattern more than a plain string.
+_SPECIAL = frozenset(".^$*+?{}[]\\|()")
+
+
+def _plain(pattern: str) -> tuple[str, bool, bool] | None:
+    """(the string, anchored at the start, anchored at the end) of a pattern that is a plain string with at most a
+    leading ``^`` and a trailing ``$``; None for any other pattern."""
+    at_start = pattern.startswith("^")
+    body = pattern[1:] if at_start else pattern
+    at_end = body.endswith("$")
+    body = body[:-1] if at_end else body
+    if any(c in _SPECIAL for c in body):
+        return None
+    return body, at_start, at_end
+
+
+def _ends(text: str) -> tuple[int, ...]:
+    """Where a match may end for ``$``: the end of the (cut) text, and before its last character if a newline."""
+    end = min(len(text), MAX_INPUT)
+    return (end, end - 1) if text.endswith("\n", 0, end) else (end,)
+
+
+def _search_any(pattern: str, text: str) -> bool:
     if len(text) <= _SHORT:
         return _search_short(pattern, text)
     return _search(pattern, text)
@@ -73,11 +150,12 @@ def name_filter(patterns: Sequence[str] | None) -> Callable[[str], bool]:
     if not patterns:
         return lambda name: True
     seen: dict[str, bool] = {}
+    tests = [matcher(p) for p in patterns]
 
     def matches(name: str) -> bool:
         hit = seen.get(name)
         if hit is None:
-            hit = seen[name] = any(search(p, name) for p in patterns)
+            hit = seen[name] = any(test(name) for test in tests)
         return hit
 
     return matches

@@ -7,6 +7,10 @@ result (an LLM judge, which trajgrade does not run) is left out of both.
 
 Each grader runs under the suite's time limit (``scoring.timeout``), and so does each child of a composite:
 ``run_children`` runs them with the limit of the grader running them.
+
+A grader is a pure function of the run and its options: within one ``grade_run``, a grader of the same type and
+equal options as one already run (a composite's child that is also one of the suite's graders) is not run again;
+its result is the earlier one under its own name.
 """
 
 from __future__ import annotations
@@ -15,11 +19,11 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from trajgrade.core.config import Config, Grader, Scoring
-from trajgrade.core.graders.base import GraderResult
-from trajgrade.core.patterns import PatternTimeout, budget
+from trajgrade.core.graders.base import GraderConfig, GraderResult, GraderSpec
+from trajgrade.core.patterns import PatternTimeout, end_budget, start_budget
 from trajgrade.core.trajectory.model import Trajectory
 
 __all__ = ["DEFAULT_TIMEOUT_S", "RunReport", "aggregate", "grade_run", "run_children", "run_grader", "score_of"]
@@ -41,10 +45,17 @@ class RunReport:
     score: float
 
 
+#: The graders run so far in one grading, by type: (spec, options, result).
+_Done = dict[str, list[tuple[GraderSpec, GraderConfig, GraderResult]]]
+
+
 class _Running(threading.local):
-    """The time limit of the grader running on this thread, for the children it runs (a composite's)."""
+    """The time limit of the grader running on this thread, for the children it runs (a composite's); the run
+    ``grade_run`` is grading on this thread, and the graders run on it so far."""
 
     timeout_s: float = DEFAULT_TIMEOUT_S
+    trajectory: Trajectory | None = None
+    done: _Done | None = None
 
 
 _running = _Running()
@@ -57,19 +68,36 @@ def run_grader(grader: Grader, trajectory: Trajectory, timeout_s: float = DEFAUL
     regexes) stops itself within the grader's budget (``trajgrade.core.patterns.budget``), and the budget is checked
     again when it returns.
     """
+    running = _running
+    done = running.done if running.trajectory is trajectory else None
+    if done is None:
+        return _run(grader, trajectory, timeout_s)
+    spec, options = grader.spec, grader.options
+    same_type = done.setdefault(spec.type, [])
+    for other_spec, other_options, earlier in same_type:
+        if other_spec is spec and (other_options is options or other_options == options):
+            return earlier if earlier.name == grader.name else replace(earlier, name=grader.name)
+    result = _run(grader, trajectory, timeout_s)
+    same_type.append((spec, options, result))
+    return result
+
+
+def _run(grader: Grader, trajectory: Trajectory, timeout_s: float) -> GraderResult:
     started = time.perf_counter()
-    outer = _running.timeout_s
-    _running.timeout_s = timeout_s
+    running = _running
+    outer = running.timeout_s
+    running.timeout_s = timeout_s
+    outer_budget = start_budget(timeout_s)
     try:
-        with budget(timeout_s):
-            result = grader.spec.grade(trajectory, grader.options, grader.name)
+        result = grader.spec.grade(trajectory, grader.options, grader.name)
     except PatternTimeout as e:  # a config regex on hostile input: bounded, reported, never a hang
         return _timeout(grader, str(e))
     except Exception as e:  # a grader bug must not take the run's other results with it
         logger.exception("grader %s (%s) failed on trace %s", grader.name, grader.type, trajectory.trace_id)
         return _error(grader, f"internal error in the grader: {type(e).__name__}: {e}", "internal")
     finally:
-        _running.timeout_s = outer
+        end_budget(outer_budget)
+        running.timeout_s = outer
     elapsed = time.perf_counter() - started
     if elapsed > timeout_s:
         return _timeout(grader, f"took {elapsed:.2f}s, over its time budget of {timeout_s:g}s")
@@ -118,6 +146,12 @@ def grade_run(config: Config, trajectory: Trajectory) -> RunReport:
     suite = config.suite_for(trajectory)
     if suite is None:
         return RunReport(trajectory=trajectory, suite=None, results=(), passed=True, score=1.0)
-    results = tuple(run_grader(g, trajectory, suite.scoring.timeout) for g in suite.graders)
+    running = _running
+    outer = running.trajectory, running.done
+    running.trajectory, running.done = trajectory, {}
+    try:
+        results = tuple(run_grader(g, trajectory, suite.scoring.timeout) for g in suite.graders)
+    finally:
+        running.trajectory, running.done = outer
     passed, score = aggregate(suite.graders, results, suite.scoring)
     return RunReport(trajectory=trajectory, suite=suite.name, results=results, passed=passed, score=score)

@@ -42,9 +42,10 @@ class Evidence:
     span_ids: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class GraderResult:
-    """The verdict of one grader on one run."""
+    """The verdict of one grader on one run (read-only by contract; not frozen, as a frozen one costs three times as
+    much to build, and a run's grading builds one per grader)."""
 
     name: str
     type: str

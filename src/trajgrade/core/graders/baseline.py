@@ -10,11 +10,12 @@ A run with no baseline of its key is not evaluable, named.
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Any, Literal
 
 from pydantic import PrivateAttr, model_validator
 
-from trajgrade.core.compare import METRICS, compare, run_key
+from trajgrade.core.compare import METRICS, Edit, compare, run_key
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, Taxonomy, not_evaluable
 from trajgrade.core.runfiles import FileRun, read_runs
 from trajgrade.core.trajectory.model import Trajectory
@@ -52,6 +53,13 @@ def _percent(x: float) -> str:
     return "+inf%" if x == float("inf") else f"{x:+.0%}"
 
 
+def _edit_text(e: Edit) -> str:
+    """An edit as ``-removed +added``, each call a word."""
+    removed = "-" + " -".join(e.baseline) if e.baseline else ""
+    added = "+" + " +".join(e.candidate) if e.candidate else ""
+    return f"{removed} {added}" if removed and added else removed or added
+
+
 def baseline(t: Trajectory, c: BaselineConfig, name: str) -> GraderResult:
     key = run_key(t, c.key)
     if key is None:
@@ -72,13 +80,11 @@ def against(golden: FileRun, t: Trajectory, c: BaselineConfig, name: str = "base
         checks += 1
         if comparison.edit_count > c.max_tool_edits:
             changed = [e for e in comparison.edits if e.op != "equal"]
-            shown = "; ".join(
-                " ".join([*(f"-{b}" for b in e.baseline), *(f"+{a}" for a in e.candidate)]) for e in changed[:3]
-            )
+            shown = "; ".join(_edit_text(e) for e in changed[:3])
             problems.append(
                 f"{comparison.edit_count} tool call edit(s) from the baseline (max {c.max_tool_edits}): {shown}"
             )
-            spans = tuple(span for e in changed for span in e.candidate_spans)
+            spans = tuple(chain.from_iterable(e.candidate_spans for e in changed))
             evidence.append(Evidence("tool calls not in the baseline's sequence", spans))
     for metric, allowed in c.max_increase.items():
         checks += 1

@@ -19,6 +19,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, linear_score, not_evaluable
+from trajgrade.core.graders.steps import span_ids
 from trajgrade.core.graders.thresholds import failed_requests_note, parse_duration
 from trajgrade.core.graders.watch import (
     DURATION_MS,
@@ -135,7 +136,7 @@ def budget(t: Trajectory, c: BudgetConfig, name: str) -> GraderResult:
             "tool calls",
             len(tools),
             c.max_tool_calls,
-            tuple(x.span_id for x in tools[int(c.max_tool_calls) :]),
+            span_ids(tools[int(c.max_tool_calls) :]),
         )
     if c.max_llm_calls is not None:
         llms = t.llm_steps
@@ -144,7 +145,7 @@ def budget(t: Trajectory, c: BudgetConfig, name: str) -> GraderResult:
             "LLM calls",
             len(llms),
             c.max_llm_calls,
-            tuple(x.span_id for x in llms[int(c.max_llm_calls) :]),
+            span_ids(llms[int(c.max_llm_calls) :]),
         )
     duration_limit = parse_duration(c.max_duration) * 1000 if c.max_duration else c.max_duration_ms
     if duration_limit is not None:

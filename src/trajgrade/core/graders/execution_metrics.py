@@ -30,6 +30,7 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, Field, model_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec
+from trajgrade.core.graders.steps import count_named, tool_calls
 from trajgrade.core.graders.watch import (
     COST_USD,
     DURATION_MS,
@@ -92,7 +93,7 @@ class ExecutionMetricsConfig(GraderConfig):
         return self
 
 
-def _checks(t: Trajectory, c: ExecutionMetricsConfig) -> list[_Check]:
+def _checks(t: Trajectory, c: ExecutionMetricsConfig, ratio: float | None) -> list[_Check]:
     s = t.summary
     checks = []
     if c.max_tool_calls is not None:
@@ -110,7 +111,6 @@ def _checks(t: Trajectory, c: ExecutionMetricsConfig) -> list[_Check]:
     if c.max_duration_ms is not None:
         checks.append(_max_check("Duration", round(s.duration_ms, 1), c.max_duration_ms, unit="ms"))
     if c.target_exploration_ratio is not None:
-        ratio = exploration_ratio(t, c.exploration_tools)
         target, tol = c.target_exploration_ratio, c.exploration_tolerance
         if ratio is None:
             checks.append(_Check(False, f"Exploration ratio not available (no tool calls); target {target:g}"))
@@ -123,15 +123,15 @@ def _checks(t: Trajectory, c: ExecutionMetricsConfig) -> list[_Check]:
 
 def exploration_ratio(t: Trajectory, tools: tuple[str, ...]) -> float | None:
     """Share of tool calls made to read-only tools (exact names); None without tool calls."""
-    calls = [s.tool.name for s in t.tool_steps if s.tool is not None]
+    calls = tool_calls(t)
     if not calls:
         return None
-    read_only = set(tools)
-    return sum(1 for name in calls if name in read_only) / len(calls)
+    return count_named(calls, set(tools)) / len(calls)
 
 
 def execution_metrics(t: Trajectory, c: ExecutionMetricsConfig, name: str) -> GraderResult:
-    checks = _checks(t, c)
+    ratio = exploration_ratio(t, c.exploration_tools)
+    checks = _checks(t, c, ratio)
     hits = [k.text for k in checks if k.hit]
     misses = [k.text for k in checks if not k.hit]
     if c.scoring == "all_or_nothing":
@@ -162,7 +162,7 @@ def execution_metrics(t: Trajectory, c: ExecutionMetricsConfig, name: str) -> Gr
             "output_tokens": s.output_tokens,
             "cost_usd": s.cost_usd,
             "duration_ms": s.duration_ms,
-            "exploration_ratio": exploration_ratio(t, c.exploration_tools),
+            "exploration_ratio": ratio,
         },
     )
 

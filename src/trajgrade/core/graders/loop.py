@@ -28,6 +28,8 @@ from pydantic import Field, field_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
 from trajgrade.core.graders.loop_search import find_loops, flatten, result_key, similarity
+from trajgrade.core.graders.steps import any_arguments_captured, calls_named, tool_calls
+from trajgrade.core.graders.steps import span_ids as span_ids_of
 from trajgrade.core.graders.watch import ON_TOOL_CALLS, Gate, Repetitions, RunSoFar
 from trajgrade.core.patterns import compile_pattern, name_filter
 from trajgrade.core.trajectory.model import Step, Trajectory
@@ -50,11 +52,8 @@ class LoopConfig(GraderConfig):
 
 
 def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
-    calls = [s for s in t.tool_steps if s.tool is not None]
-    if c.tools:
-        watched = name_filter(c.tools)
-        calls = [s for s in calls if s.tool is not None and watched(s.tool.name)]
-    if calls and not any(s.tool is not None and s.tool.arguments_captured for s in calls):
+    calls = calls_named(t.tool_steps, name_filter(c.tools)) if c.tools else tool_calls(t)
+    if calls and not any_arguments_captured(calls):
         return not_evaluable(
             name, "loop", "tool arguments were not captured (enable content capture)", limit=c.max_repeats
         )
@@ -80,12 +79,14 @@ def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
         repeats = (end - start) // period
         longest = max(longest, repeats)
         names = " -> ".join(s.tool.name for s in block[:period] if s.tool is not None)
-        scores = ", ".join(f"{s:.2f}" for s in sims)
+        distinct = set(sims)  # a loop's similarities are mostly the same few values: each written once
+        shown, rounded = {s: f"{s:.2f}" for s in distinct}, {s: round(s, 4) for s in distinct}
+        span_ids = span_ids_of(block)
         evidence.append(
             Evidence(
                 f"{names} repeated {repeats} times in a row (period {period}, max {c.max_repeats}); "
-                f"similarity to the call a period before: [{scores}]",
-                tuple(s.span_id for s in block),
+                f"similarity to the call a period before: [{', '.join([shown[s] for s in sims])}]",
+                span_ids,
             )
         )
         details.append(
@@ -93,8 +94,8 @@ def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
                 "tools": names,
                 "period": period,
                 "repeats": repeats,
-                "span_ids": [s.span_id for s in block],
-                "similarities": [round(s, 4) for s in sims],
+                "span_ids": list(span_ids),
+                "similarities": [rounded[s] for s in sims],
             }
         )
     return _loop_found(name, c, longest, evidence, details)

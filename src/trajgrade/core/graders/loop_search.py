@@ -10,7 +10,6 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
-from collections.abc import Sequence
 from typing import Any
 
 from trajgrade.core.trajectory.model import Step
@@ -20,15 +19,33 @@ __all__ = ["find_loops", "flatten", "result_key", "similarity"]
 _MAX_LEAVES = 256
 
 
-def _leaf(value: Any) -> Any:
+#: Strings a search keeps the folded form of (the same values come back call after call).
+_MAX_TEXTS = 4096
+
+
+def _text(value: str, texts: dict[str, str] | None) -> str:
+    """``value`` with runs of white space as one space, case folded; kept in ``texts`` when given."""
+    if texts is None:
+        return " ".join(value.split()).casefold()
+    folded = texts.get(value)
+    if folded is None:
+        folded = " ".join(value.split()).casefold()
+        if len(texts) < _MAX_TEXTS:
+            texts[value] = folded
+    return folded
+
+
+def _leaf(value: Any, texts: dict[str, str] | None) -> Any:
     if isinstance(value, str):
-        return " ".join(value.split()).casefold()  # runs of whitespace as one space
+        return _text(value, texts)
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value
 
 
-def _leaves(value: Any, path: str = "", out: dict[str, Any] | None = None) -> dict[str, Any]:
+def _leaves(
+    value: Any, path: str = "", out: dict[str, Any] | None = None, texts: dict[str, str] | None = None
+) -> dict[str, Any]:
     out = {} if out is None else out
     if len(out) >= _MAX_LEAVES:
         return out
@@ -38,39 +55,43 @@ def _leaves(value: Any, path: str = "", out: dict[str, Any] | None = None) -> di
         for k, v in value.items():
             key = f"{path}.{k}" if path else str(k)
             if isinstance(v, (dict, list, tuple)):
-                _leaves(v, key, out)
+                _leaves(v, key, out, texts)
             elif len(out) < _MAX_LEAVES:
-                out[key] = _leaf(v)
+                out[key] = _leaf(v, texts)
     elif isinstance(value, (list, tuple)):
         if not value:
             out[path] = "[]"
         for i, v in enumerate(value):
             key = f"{path}[{i}]"
             if isinstance(v, (dict, list, tuple)):
-                _leaves(v, key, out)
+                _leaves(v, key, out, texts)
             elif len(out) < _MAX_LEAVES:
-                out[key] = _leaf(v)
+                out[key] = _leaf(v, texts)
     else:
-        out[path] = _leaf(value)
+        out[path] = _leaf(value, texts)
     return out
 
 
-def flatten(arguments: Any) -> dict[str, Any]:
-    """``_leaves(arguments)``, without recursion for the usual case: a flat object of scalars."""
+def flatten(arguments: Any, texts: dict[str, str] | None = None) -> dict[str, Any]:
+    """``_leaves(arguments)``, without recursion for the usual case: a flat object of scalars. ``texts`` keeps the
+    folded strings across calls (a search over a run passes one)."""
     if type(arguments) is not dict or not 0 < len(arguments) <= _MAX_LEAVES:
-        return _leaves(arguments)
+        return _leaves(arguments, texts=texts)
     out: dict[str, Any] = {}
     for k, v in arguments.items():
         t = type(v)
         if t is str:
-            out[k if type(k) is str else str(k)] = " ".join(v.split()).casefold()
+            out[k if type(k) is str else str(k)] = _text(v, texts)
         elif t is int or t is bool or v is None:
             out[k if type(k) is str else str(k)] = v
         elif t is float:
             out[k if type(k) is str else str(k)] = int(v) if v.is_integer() else v
         else:
-            return _leaves(arguments)
+            return _leaves(arguments, texts=texts)
     return out
+
+
+_ABSENT: Any = object()
 
 
 def similarity(a: dict[str, Any], b: dict[str, Any]) -> float:
@@ -79,9 +100,9 @@ def similarity(a: dict[str, Any], b: dict[str, Any]) -> float:
         return 1.0
     shared = equal = 0
     for k, v in a.items():
-        if k in b:
+        w = b.get(k, _ABSENT)
+        if w is not _ABSENT:
             shared += 1
-            w = b[k]
             if w == v and type(w) is type(v):
                 equal += 1
     return equal / (len(a) + len(b) - shared)
@@ -102,18 +123,16 @@ def result_key(step: Step) -> bytes | None:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
-def _arguments(step: Step) -> dict[str, Any]:
-    return flatten(step.tool.arguments if step.tool is not None else None)
+def _arguments(step: Step, texts: dict[str, str] | None = None) -> dict[str, Any]:
+    return flatten(step.tool.arguments if step.tool is not None else None, texts)
 
 
-def find_loops(
-    calls: Sequence[Step], max_repeats: int, threshold: float, max_period: int
-) -> list[tuple[int, int, int, list[float]]]:
-    """(start, end, period, similarities) of every repetition longer than max_repeats, longest first.
+def _similarities(calls: list[Step], threshold: float, max_period: int) -> list[list[float]]:
+    """``similar[period][j]``: the similarity of call j to call j - period, or -1 when the two are not the same
+    action (another tool, a similarity under ``threshold``, or a result that changed).
 
-    One pass flattens each call's arguments and compares the call with each of the ``max_period`` calls before
-    it; only those calls' leaves are kept. Then, for each period, the runs of calls similar to the call a period
-    before are read from what that pass recorded.
+    Each call is compared with each of the ``max_period`` calls before it of the same tool, flattening the
+    arguments of the calls compared (only those of the last ``max_period`` calls are kept).
     """
     n = len(calls)
     results: list[bytes | None | bool] = [False] * n  # computed on first use: most pairs never get that far
@@ -123,27 +142,44 @@ def find_loops(
             results[k] = result_key(calls[k])
         return results[k]  # type: ignore[return-value]
 
-    # similar[period][j]: the similarity of call j to call j - period, or -1 when the two are not the same action
     similar = [[-1.0] * n for _ in range(max_period + 1)]
-    recent: list[dict[str, Any]] = []
+    # The leaves of call k at recent[k % size], flattened when first compared (None until then).
+    size = max_period + 1
+    recent: list[dict[str, Any] | None] = [None] * size
+    texts: dict[str, str] = {}
     for j in range(n):
-        leaves = _arguments(calls[j])
+        recent[j % size] = None
         a = calls[j].tool
         for period in range(1, min(max_period, j) + 1):
             b = calls[j - period].tool
             if a is None or b is None or a.name != b.name:
                 continue
-            sim = similarity(leaves, recent[-period])
+            leaves = recent[j % size]
+            if leaves is None:
+                leaves = recent[j % size] = _arguments(calls[j], texts)
+            before = recent[(j - period) % size]
+            if before is None:
+                before = recent[(j - period) % size] = _arguments(calls[j - period], texts)
+            sim = similarity(leaves, before)
             if sim < threshold:
                 continue
             ra, rb = result(j), result(j - period)
             if ra is not None and rb is not None and ra != rb:
                 continue  # the outcome changed: progress
             similar[period][j] = sim
-        recent.append(leaves)
-        if len(recent) > max_period:
-            del recent[0]
+    return similar
 
+
+def find_loops(
+    calls: list[Step], max_repeats: int, threshold: float, max_period: int
+) -> list[tuple[int, int, int, list[float]]]:
+    """(start, end, period, similarities) of every repetition longer than max_repeats, longest first.
+
+    One pass compares each call with each of the ``max_period`` calls before it (``_similarities``). Then, for each
+    period, the runs of calls similar to the call a period before are read from what that pass recorded.
+    """
+    n = len(calls)
+    similar = _similarities(calls, threshold, max_period)
     found: list[tuple[int, int, int, list[float]]] = []
     for period in range(1, max_period + 1):
         row = similar[period]
@@ -175,7 +211,7 @@ def find_loops(
     return kept
 
 
-def _is_shorter_cycle(calls: Sequence[Step], start: int, period: int) -> bool:
+def _is_shorter_cycle(calls: list[Step], start: int, period: int) -> bool:
     """A block of period p that is itself a repetition of a shorter period is reported at that period."""
     block = [(s.tool.name if s.tool else None, _arguments(s)) for s in calls[start : start + period]]
     return any(period % q == 0 and all(block[k] == block[k % q] for k in range(period)) for q in range(1, period))

@@ -36,7 +36,8 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
-from trajgrade.core.graders.repetition import json_equal, known, longest_repetition, same_call
+from trajgrade.core.graders.repetition import json_equal, longest_repetition, same_call, unknown_count
+from trajgrade.core.graders.steps import calls_named
 from trajgrade.core.graders.watch import ON_TOOL_CALLS, Gate, Repetitions, RunSoFar
 from trajgrade.core.patterns import compile_pattern, name_filter
 from trajgrade.core.trajectory.model import Step, Trajectory
@@ -76,9 +77,8 @@ class LoopOutcomeConfig(_RepeatConfig):
 def _of_run(t: Trajectory, c: MaxRepeatConfig | LoopOutcomeConfig) -> tuple[int, int, list[Step], int]:
     """(occurrences, period, the repeated calls, calls whose data ``c.match`` compares was not captured) over the
     watched calls."""
-    watched = name_filter(c.tools)
-    calls = [s for s in t.tool_steps if s.tool is not None and watched(s.tool.name)]
-    unknown = sum(1 for s in calls if not known(s, c.match))
+    calls = calls_named(t.tool_steps, name_filter(c.tools))
+    unknown = unknown_count(calls, c.match)
     occurrences, start, period = longest_repetition(calls, c.match, c.max_cycle_period)
     return occurrences, period, calls[start : start + occurrences * period], unknown
 

@@ -7,12 +7,11 @@ runs on every tool call of every run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from trajgrade.core.trajectory.model import Step
 
-__all__ = ["json_equal", "known", "longest_repetition", "same_call"]
+__all__ = ["json_equal", "known", "longest_repetition", "same_call", "unknown_count"]
 
 
 def json_equal(a: Any, b: Any) -> bool:
@@ -66,7 +65,12 @@ def known(step: Step, match: str) -> bool:
     return tool.result_captured or step.failed
 
 
-def longest_repetition(calls: Sequence[Step], match: str, max_period: int) -> tuple[int, int, int]:
+def unknown_count(calls: list[Step], match: str) -> int:
+    """How many of the calls lack the data ``match`` compares them by."""
+    return sum(1 for s in calls if not known(s, match))
+
+
+def longest_repetition(calls: list[Step], match: str, max_period: int) -> tuple[int, int, int]:
     """(occurrences, start index, period) of the longest back-to-back repetition of a block of calls.
 
     Whole blocks are counted; on a tie the shorter period (then the earlier start) wins.

@@ -21,12 +21,14 @@ What counts:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, linear_score, not_evaluable
+from trajgrade.core.graders.steps import calls_named, failed_span_ids, span_ids
 from trajgrade.core.graders.watch import (
     DURATION_MS,
     ERRORS,
@@ -158,21 +160,18 @@ def failed_requests_note(t: Trajectory) -> str:
 
 
 def tool_call_count(t: Trajectory, c: ToolCallCountConfig, name: str) -> GraderResult:
-    calls = t.tool_steps
-    if c.tools:
-        watched = name_filter(c.tools)
-        calls = tuple(s for s in calls if s.tool is not None and watched(s.tool.name))
-    over = tuple(s.span_id for s in calls[c.max :])
+    calls: Sequence[Step] = calls_named(t.tool_steps, name_filter(c.tools)) if c.tools else t.tool_steps
+    over = span_ids(calls[c.max :])
     return _threshold(name, "tool-call-count", len(calls), c.max, " tool calls", evidence_spans=over)
 
 
 def turn_count(t: Trajectory, c: MaxConfig, name: str) -> GraderResult:
-    over = tuple(s.span_id for s in t.llm_steps[c.max :])
+    over = span_ids(t.llm_steps[c.max :])
     return _threshold(name, "turn-count", t.summary.turns, c.max, " turns", evidence_spans=over)
 
 
 def error_count(t: Trajectory, c: MaxConfig, name: str) -> GraderResult:
-    failed = tuple(s.span_id for s in t.steps if s.failed)
+    failed = failed_span_ids(t.steps)
     return _threshold(name, "error-count", t.summary.errors, c.max, " errors", evidence_spans=failed)
 
 
@@ -217,7 +216,7 @@ def step_count(t: Trajectory, c: StepCountConfig, name: str) -> GraderResult:
             evidence=(Evidence(text),),
             details={"value": n, "min": c.min},
         )
-    return _threshold(name, "step-count", n, c.max, " steps", evidence_spans=tuple(s.span_id for s in t.steps[c.max :]))
+    return _threshold(name, "step-count", n, c.max, " steps", evidence_spans=span_ids(t.steps[c.max :]))
 
 
 # --- in flight: each check fails on the span that takes its number past the max ------------------------------

@@ -40,13 +40,17 @@ Edge cases:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from itertools import compress
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, Taxonomy, not_evaluable
+from trajgrade.core.graders.steps import each_name, each_named, tool_names
+from trajgrade.core.graders.steps import tool_calls as calls_of
 from trajgrade.core.graders.watch import Gate, RunSoFar
-from trajgrade.core.patterns import compile_pattern, search
+from trajgrade.core.patterns import compile_pattern, matcher, search
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS", "ToolCallsConfig", "ToolMatch"]
@@ -157,50 +161,59 @@ def _result_texts(result: Any) -> tuple[str, ...]:
         return (str(result),)
 
 
-def _match(m: ToolMatch, step: Step) -> Match:
-    """True / False, or None when the call's name matches and the rest depends on data not captured."""
-    tool = step.tool
-    if tool is None or not search(m.name, tool.name):
-        return False
-    unknown = False
-    if m.command is not None or m.path is not None or m.args:
-        if not tool.arguments_captured:
-            unknown = True
-        else:
-            for key in ("command", "path"):
-                pattern = getattr(m, key)
-                if pattern is None:
-                    continue
-                value = _string_arg(tool.arguments, key)
-                if value is None:
-                    raise _ConfigProblem(
-                        f"{key} matcher on {tool.name!r}, but call {step.span_id} has no string {key!r} argument "
-                        f"(use args: {{{key}: ...}} to match across tools that may lack it)"
-                    )
-                if not search(pattern, value):
-                    return False
-            for key, pattern in (m.args or {}).items():
-                value = _string_arg(tool.arguments, key)
-                if value is None or not search(pattern, value):
-                    return False
-    if m.result is not None:
-        if not tool.result_captured:
-            unknown = True
-        elif not any(search(m.result, text) for text in _result_texts(tool.result)):
+def _by_name(m: ToolMatch) -> bool:
+    """Whether the matcher looks at the tool's name alone."""
+    return m.command is None and m.path is None and not m.args and m.result is None
+
+
+def _data_matcher(m: ToolMatch) -> Callable[[Step], Match]:
+    """Whether a call whose name matches ``m`` matches it: True / False, or None when that depends on data the spans
+    did not capture. The matcher's fields are read once: it runs on every such call."""
+    required = tuple((key, matcher(p)) for key in ("command", "path") if (p := getattr(m, key)) is not None)
+    args = tuple((key, matcher(p)) for key, p in (m.args or {}).items())
+    result = matcher(m.result) if m.result is not None else None
+
+    def match(step: Step) -> Match:
+        tool = step.tool
+        if tool is None:
             return False
-    return None if unknown else True
+        unknown = False
+        if required or args:
+            if not tool.arguments_captured:
+                unknown = True
+            else:
+                arguments = tool.arguments
+                for key, matches in required:
+                    value = _string_arg(arguments, key)
+                    if value is None:
+                        raise _ConfigProblem(
+                            f"{key} matcher on {tool.name!r}, but call {step.span_id} has no string {key!r} "
+                            f"argument (use args: {{{key}: ...}} to match across tools that may lack it)"
+                        )
+                    if not matches(value):
+                        return False
+                for key, matches in args:
+                    value = _string_arg(arguments, key)
+                    if value is None or not matches(value):
+                        return False
+        if result is not None:
+            if not tool.result_captured:
+                unknown = True
+            elif not any(result(text) for text in _result_texts(tool.result)):
+                return False
+        return None if unknown else True
+
+    return match
 
 
-def _row(m: ToolMatch, calls: list[Step]) -> list[Match]:
-    """``_match`` of one matcher against every call; a matcher of the name alone is decided once per tool name."""
-    if m.command is not None or m.path is not None or m.args or m.result is not None:
-        return [_match(m, s) for s in calls]
-    by_name: dict[str | None, Match] = {}
-    for s in calls:
-        name = s.tool.name if s.tool is not None else None
-        if name not in by_name:
-            by_name[name] = _match(m, s)
-    return [by_name[s.tool.name if s.tool is not None else None] for s in calls]
+def _row(m: ToolMatch, calls: list[Step], names: list[str], distinct: list[str]) -> list[Match]:
+    """One matcher against every call (of tool ``names``), its name regex decided once per tool name (``distinct``
+    lists them)."""
+    matches = matcher(m.name)
+    named = {name: matches(name) for name in distinct}
+    if _by_name(m):
+        return each_name(names, named)
+    return each_named(calls, names, named, _data_matcher(m))
 
 
 def _in_step(m: ToolMatch, step: Step) -> bool:
@@ -213,9 +226,17 @@ def _ids(steps: list[Step]) -> tuple[str, ...]:
     return tuple(s.span_id for s in steps)
 
 
+def _where(row: list[Match], calls: list[Step], value: Match) -> list[Step]:
+    """The calls whose ``row`` entry is ``value`` (True or None)."""
+    if value is True:
+        return list(compress(calls, row))
+    return [s for s, ok in zip(calls, row, strict=True) if ok is None] if None in row else []
+
+
 def _required(m: ToolMatch, calls: list[Step], row: list[Match]) -> tuple[Verdict, Evidence, list[Step]]:
-    sure = [s for s, ok in zip(calls, row, strict=True) if ok is True and _in_step(m, s)]
-    maybe = [s for s, ok in zip(calls, row, strict=True) if ok is None and _in_step(m, s)]
+    sure, maybe = _where(row, calls, True), _where(row, calls, None)
+    if m.at_step is not None or m.before_step is not None:
+        sure, maybe = [s for s in sure if _in_step(m, s)], [s for s in maybe if _in_step(m, s)]
     need = m.min_count or 1
     where = "".join(
         (
@@ -242,8 +263,7 @@ def _required(m: ToolMatch, calls: list[Step], row: list[Match]) -> tuple[Verdic
 
 
 def _disallowed(m: ToolMatch, calls: list[Step], row: list[Match]) -> tuple[Verdict, Evidence, list[Step]]:
-    sure = [s for s, ok in zip(calls, row, strict=True) if ok is True]
-    maybe = [s for s, ok in zip(calls, row, strict=True) if ok is None]
+    sure, maybe = _where(row, calls, True), _where(row, calls, None)
     if sure:
         return "unmet", Evidence(f"disallowed {m.label()}: called {len(sure)} time(s)", _ids(sure)), []
     if maybe:
@@ -256,13 +276,21 @@ def _subsequence(rows: list[list[Match]], accept: tuple[Match, ...]) -> tuple[in
     positions: list[int] = []
     j = 0
     for row in rows:
-        while j < len(row) and row[j] not in accept:
-            j += 1
+        found = [_index(row, value, j) for value in accept]
+        j = min(found)
         if j == len(row):
             break
         positions.append(j)
         j += 1
     return len(positions), positions
+
+
+def _index(row: list[Match], value: Match, start: int) -> int:
+    """The first position from ``start`` where ``row`` holds ``value`` (True or None), else its length."""
+    try:
+        return row.index(value, start)  # rows hold only True, False and None: equal is identical here
+    except ValueError:
+        return len(row)
 
 
 def _sequence(
@@ -292,11 +320,13 @@ def _names_check(names: tuple[str, ...], what: str, ok: str) -> tuple[Verdict, E
 
 
 def tool_calls(t: Trajectory, c: ToolCallsConfig, name: str) -> GraderResult:
-    calls = [s for s in t.tool_steps if s.tool is not None]
+    calls = calls_of(t)
+    names = tool_names(calls)
+    distinct = list(dict.fromkeys(names))
     try:  # every matcher against every call, so a configuration problem never depends on the verdict
-        required = [_row(m, calls) for m in c.required or ()]
-        disallowed = [_row(m, calls) for m in c.disallowed or ()]
-        sequence = [_row(m, calls) for m in c.sequence or ()]
+        required = [_row(m, calls, names, distinct) for m in c.required or ()]
+        disallowed = [_row(m, calls, names, distinct) for m in c.disallowed or ()]
+        sequence = [_row(m, calls, names, distinct) for m in c.sequence or ()]
     except _ConfigProblem as e:
         return GraderResult(
             name=name,
@@ -356,15 +386,17 @@ def watch_tool_calls(c: ToolCallsConfig, name: str) -> Gate | None:
     later). A matcher that meets a configuration problem stops watching its run: the final grading reports it."""
     if not c.disallowed:
         return None
-    disallowed = list(c.disallowed)
+    disallowed = [(m, _data_matcher(m)) for m in c.disallowed]
 
     def check(run: RunSoFar, step: Step | None, dropped: list[ToolMatch]) -> GraderResult | None:
         assert step is not None and step.tool is not None
-        for m in disallowed:
+        for m, data in disallowed:
             if dropped and any(m is d for d in dropped):
                 continue
+            if not search(m.name, step.tool.name):
+                continue
             try:
-                matched = _match(m, step)
+                matched = data(step)
             except _ConfigProblem:
                 dropped.append(m)
                 continue
@@ -381,7 +413,7 @@ def watch_tool_calls(c: ToolCallsConfig, name: str) -> Gate | None:
         return None
 
     # Only the calls that some matcher's name matches can be disallowed: most calls stop at the gate.
-    return Gate(check, start=list, tools=[m.name for m in disallowed])
+    return Gate(check, start=list, tools=[m.name for m, _ in disallowed])
 
 
 SPECS = (

@@ -29,6 +29,7 @@ from referencing import Registry
 from referencing.exceptions import NoSuchResource
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
+from trajgrade.core.graders.steps import not_plainly_valid, span_ids_by_name, tool_calls
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS"]
@@ -84,6 +85,20 @@ def _remote_reference(schema: Any) -> str | None:
     return None
 
 
+def _has_dollar_key(schema: Any) -> bool:
+    """Whether any object in ``schema`` has a key starting with ``$``."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if any(isinstance(k, str) and k.startswith("$") for k in node):
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
 def _never_retrieve(uri: str) -> Any:
     raise NoSuchResource(ref=uri)  # type: ignore[call-arg]  # attrs class, unseen by mypy
 
@@ -107,7 +122,7 @@ def _where(step: Step) -> str:
 
 
 def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
-    calls = [s for s in t.tool_steps if s.tool is not None]
+    calls = tool_calls(t)
     if not calls:
         text = "no tool calls to check"
         return GraderResult(
@@ -127,7 +142,14 @@ def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
     evidence: list[Evidence] = []
     unchecked: list[str] = []
     unfetched: list[str] = []
-    for step in calls:
+    by_tool = span_ids_by_name(calls)
+    approved = {
+        tool
+        for tool in by_tool
+        if (c.allowlist is None or tool in c.allowlist) and tool not in c.blocklist and tool not in refused
+    }
+    for i in not_plainly_valid(calls, approved, validators):  # the other calls add nothing below
+        step = calls[i]
         assert step.tool is not None
         tool = step.tool.name
         if c.allowlist is not None and tool not in c.allowlist:
@@ -179,10 +201,6 @@ def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
             evidence=tuple(evidence),
             details={"checked": checked, "violations": violations, "unchecked": len(unchecked)},
         )
-    by_tool: dict[str, list[str]] = {}
-    for s in calls:
-        if s.tool is not None:
-            by_tool.setdefault(s.tool.name, []).append(s.span_id)
     validated = sum(len(spans) for tool, spans in by_tool.items() if tool in validators)
     text = (
         f"all {len(calls)} tool call(s) checked: tools approved, {validated} argument set(s) valid "
@@ -202,9 +220,12 @@ def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
 
 class _Schema:
     """One tool's schema, compiled twice: jsonschema-rs answers "valid?" in about a microsecond, and for the
-    few calls that are not, jsonschema (the reference implementation) says which argument and why."""
+    few calls that are not, jsonschema (the reference implementation) says which argument and why.
 
-    __slots__ = ("fast", "full")
+    A schema with no ``$`` keyword (no reference, identifier or anchor, whose meaning would change under another
+    root) is also compiled as the ``items`` of an array, which checks all the calls of a tool in one call."""
+
+    __slots__ = ("each", "fast", "full")
 
     def __init__(self, schema: dict[str, Any]) -> None:
         self.full = Draft202012Validator(schema, registry=_NO_FETCH)
@@ -212,6 +233,21 @@ class _Schema:
             self.fast: Any = jsonschema_rs.Draft202012Validator(schema, retriever=_never_retrieve_rs)
         except Exception:  # a schema jsonschema-rs cannot compile is checked by jsonschema alone
             self.fast = None
+        self.each: Any = None
+        if self.fast is not None and not _has_dollar_key(schema):
+            try:
+                self.each = jsonschema_rs.Draft202012Validator({"type": "array", "items": schema})
+            except Exception:  # the calls are checked one by one
+                self.each = None
+
+    def all_valid(self, instances: list[Any]) -> bool:
+        """True when one check of them all finds every instance valid (False: check each)."""
+        if self.each is not None:
+            try:
+                return bool(self.each.is_valid(instances))
+            except Exception:  # an instance it cannot take: each is checked alone
+                pass
+        return False
 
     def is_valid(self, instance: Any) -> bool:
         if self.fast is not None:

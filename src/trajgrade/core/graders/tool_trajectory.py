@@ -27,6 +27,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
+from trajgrade.core.graders.steps import all_arguments_captured, tool_calls
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS"]
@@ -183,8 +184,8 @@ _MODES = {"any_order": _any_order, "in_order": _in_order, "exact": _exact, "supe
 
 
 def tool_trajectory(t: Trajectory, c: ToolTrajectoryConfig, name: str) -> GraderResult:
-    calls = [s for s in t.tool_steps if s.tool is not None]
-    if _needs_args(c) and any(s.tool is not None and not s.tool.arguments_captured for s in calls):
+    calls = tool_calls(t)
+    if _needs_args(c) and not all_arguments_captured(calls):
         return not_evaluable(name, "tool_trajectory", "arguments are compared but the spans did not capture them")
     tally = _Tally()
     _MODES[c.mode](calls, c, tally)

@@ -1,0 +1,138 @@
+"""The passes over a run's steps that graders make: its tool calls, their names, the calls of some tools, span ids.
+
+This module has no pydantic model and no config: it is compiled with mypyc at install (``setup.py``), as graders
+run these over every step of every run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
+
+from trajgrade.core.trajectory.model import Step, Trajectory
+
+__all__ = [
+    "all_arguments_captured",
+    "any_arguments_captured",
+    "calls_named",
+    "count_named",
+    "each_name",
+    "each_named",
+    "failed_span_ids",
+    "not_plainly_valid",
+    "span_ids",
+    "span_ids_by_name",
+    "tool_calls",
+    "tool_names",
+]
+
+
+def tool_calls(t: Trajectory) -> list[Step]:
+    """The run's tool calls (its tool steps that carry a tool: every one of a built run)."""
+    return [s for s in t.tool_steps if s.tool is not None]
+
+
+def tool_names(calls: Sequence[Step]) -> list[str]:
+    """The tool name of each call (of calls that carry a tool)."""
+    return [s.tool.name for s in calls if s.tool is not None]
+
+
+def calls_named(steps: Sequence[Step], keep: Callable[[str], bool]) -> list[Step]:
+    """The tool calls among ``steps`` whose tool name ``keep`` accepts, asked once per name."""
+    kept: dict[str, bool] = {}
+    out: list[Step] = []
+    for s in steps:
+        tool = s.tool
+        if tool is None:
+            continue
+        hit = kept.get(tool.name)
+        if hit is None:
+            hit = kept[tool.name] = keep(tool.name)
+        if hit:
+            out.append(s)
+    return out
+
+
+def count_named(calls: Sequence[Step], names: Collection[str]) -> int:
+    """How many of the calls are calls of a tool in ``names`` (exact names)."""
+    return sum(1 for s in calls if s.tool is not None and s.tool.name in names)
+
+
+def any_arguments_captured(calls: Sequence[Step]) -> bool:
+    """Whether the spans captured the arguments of some call."""
+    for s in calls:
+        if s.tool is not None and s.tool.arguments_captured:
+            return True
+    return False
+
+
+def all_arguments_captured(calls: Sequence[Step]) -> bool:
+    """Whether the spans captured the arguments of every call."""
+    for s in calls:
+        if s.tool is not None and not s.tool.arguments_captured:
+            return False
+    return True
+
+
+def each_name(names: Sequence[str], verdicts: dict[str, bool]) -> list[bool | None]:
+    """The verdict on each name."""
+    return [verdicts[name] for name in names]
+
+
+def each_named(
+    calls: Sequence[Step], names: Sequence[str], verdicts: dict[str, bool], check: Callable[[Step], bool | None]
+) -> list[bool | None]:
+    """``check(call)`` on each call (of tool ``names``) whose name ``verdicts`` accepts, False on the others."""
+    return [check(calls[i]) if verdicts[name] else False for i, name in enumerate(names)]
+
+
+def not_plainly_valid(calls: Sequence[Step], approved: Collection[str], validators: Mapping[str, Any]) -> list[int]:
+    """The positions of the calls that are not plainly valid: of a tool not ``approved``, or of a tool with a
+    validator whose arguments were not captured or are not valid.
+
+    A validator has ``is_valid(arguments)``, and ``all_valid(list of arguments)``, true when one check of them all
+    finds every one valid: the calls of a tool are checked together first, and one by one only when that fails.
+    """
+    batches: dict[str, list[Any]] = {}
+    for s in calls:
+        tool = s.tool
+        if tool is not None and tool.arguments_captured and tool.name in validators:
+            batch = batches.get(tool.name)
+            if batch is None:
+                batch = batches[tool.name] = []
+            batch.append(tool.arguments)
+    valid = {name for name, batch in batches.items() if validators[name].all_valid(batch)}
+    out: list[int] = []
+    for i, s in enumerate(calls):
+        tool = s.tool
+        if tool is None:
+            continue
+        if tool.name not in approved:
+            out.append(i)
+            continue
+        validator = validators.get(tool.name)
+        if validator is None:
+            continue
+        if not tool.arguments_captured or (tool.name not in valid and not validator.is_valid(tool.arguments)):
+            out.append(i)
+    return out
+
+
+def span_ids(steps: Sequence[Step]) -> tuple[str, ...]:
+    return tuple([s.span_id for s in steps])
+
+
+def failed_span_ids(steps: Sequence[Step]) -> tuple[str, ...]:
+    return tuple([s.span_id for s in steps if s.status == "error"])
+
+
+def span_ids_by_name(calls: Sequence[Step]) -> dict[str, list[str]]:
+    """The span ids of the calls of each tool, tools in the order of their first call."""
+    out: dict[str, list[str]] = {}
+    for s in calls:
+        if s.tool is not None:
+            ids = out.get(s.tool.name)
+            if ids is None:
+                ids = out[s.tool.name] = []
+            ids.append(s.span_id)
+    return out
