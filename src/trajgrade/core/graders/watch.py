@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from trajgrade.core.graders.base import GraderResult
-from trajgrade.core.patterns import search
+from trajgrade.core.patterns import matcher
 from trajgrade.core.trajectory.model import Step
 
 __all__ = [
@@ -189,12 +189,7 @@ class Gate:
         if hit is None:
             if len(self._names) >= _NAMES_KEPT:
                 self._names.clear()
-            hit = False
-            for pattern in self.tools:
-                if search(pattern, tool):
-                    hit = True
-                    break
-            self._names[tool] = hit
+            hit = self._names[tool] = any(matcher(pattern)(tool) for pattern in self.tools)
         return hit
 
 
