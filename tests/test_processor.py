@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -341,7 +341,7 @@ def test_a_child_is_buffered_as_its_record() -> None:
             child.add_event("exception", {"exception.type": "ValueError"})
         assert processor._collector.inbox == 1
         processor._collector.read_inbox()
-        buffer = processor._collector._assembler._traces[root.get_span_context().trace_id]
+        buffer = processor._collector._assembler._traces[format(root.get_span_context().trace_id, "032x")]
         kept, dropped = list(buffer.records), buffer.dropped_spans
     assert dropped == 0 and len(kept) == 1
     assert isinstance(child, ReadableSpan)
@@ -367,7 +367,7 @@ def test_the_inbox_keeps_each_traces_order_and_loses_only_a_span_it_cannot_read(
             processor._collector.put(object())  # not a span: its intake fails
     processor._collector.read_inbox()
     traces = processor._collector._assembler._traces
-    names = [[record.name for record in traces[r.get_span_context().trace_id].records] for r in roots]
+    names = [[record.name for record in traces[format(r.get_span_context().trace_id, "032x")].records] for r in roots]
     assert names == [["chat 0", "chat 2", "chat 4"], ["chat 1", "chat 3", "chat 5"]]
     errors = metric_points(reader, "trajgrade.internal_errors")
     assert [p.value for p in errors] == [1]
@@ -412,6 +412,49 @@ def test_the_sdk_view_spells_ids_and_reads_status_as_the_public_api_does() -> No
     assert view.resource_attributes["service.name"] == child.resource.attributes["service.name"]
     odd = ReadableSpan("x", context=SpanContext(trace_id=2**130 + 5, span_id=7, is_remote=False))
     assert SdkSpan(odd).trace_id == format(2**130 + 5, "032x")  # not an id of the SDK's size: spelled out whole
+
+
+def test_an_sdk_span_read_from_its_fields_gives_the_record_its_view_gives() -> None:
+    """``normalize_sdk`` (the worker's reader) reads the fields behind the SDK's properties; its record equals the
+    view's, for spans with events, errors, usage and remote parents, and for a ReadableSpan built by hand."""
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags, set_span_in_context
+
+    from trajgrade.core.spans import SdkSpan
+    from trajgrade.core.trajectory.normalize import normalize, normalize_sdk
+
+    ended: list[ReadableSpan] = []
+
+    class Keep(SpanProcessor):
+        def on_end(self, span: ReadableSpan) -> None:
+            ended.append(span)
+
+    provider = TracerProvider()
+    provider.add_span_processor(Keep())
+    tracer = provider.get_tracer("test")
+    remote = SpanContext(trace_id=5, span_id=6, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+    with tracer.start_as_current_span("invoke_agent a", context=set_span_in_context(NonRecordingSpan(remote))):
+        with tracer.start_as_current_span(
+            "chat m", attributes={"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 3}
+        ) as llm:
+            llm.set_status(Status(StatusCode.ERROR, "boom"))
+        with tracer.start_as_current_span("execute_tool search", attributes={"gen_ai.tool.name": "search"}) as tool:
+            tool.add_event(
+                "gen_ai.execute_tool.exception", {"exception.type": "ValueError", "exception.message": "bad"}
+            )
+        with tracer.start_as_current_span("execute_tool fetch") as events:
+            events.add_event("gen_ai.tool.message", {"content": '{"url": "x"}'})
+    ended.append(ReadableSpan("execute_tool by hand", context=SpanContext(trace_id=8, span_id=9, is_remote=False)))
+    assert len(ended) == 5
+    for span in ended:
+        for keep in (None, True, False):
+            assert normalize_sdk(span, keep) == normalize(SdkSpan(span), keep)
+    records = [normalize_sdk(span) for span in ended]
+    assert [(r.kind, r.error, r.error_message) for r in records[:2]] == [
+        ("llm_call", True, "boom"),
+        ("tool_call", True, "bad"),
+    ]
+    assert records[2].tool_arguments == '{"url": "x"}'
+    assert records[3].parent_is_remote and records[3].attributes is not None
 
 
 def _one_run(provider: TracerProvider) -> None:

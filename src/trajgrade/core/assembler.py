@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Container, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,6 +84,26 @@ class Assembler:
             reasons = [reason for item in items if (reason := self._put(*item)) is not None]
         for reason in reasons:
             self._on_drop(reason)
+
+    def take(self, inbox: deque[Any], intake: Callable[[Any], tuple[Hashable, SpanRecord] | None]) -> list[Exception]:
+        """Buffer the items of an inbox (emptied in the order they were put) as ``intake`` reads them (their trace
+        and record, or None to leave one out); the errors of the items it could not read, each lost alone."""
+        admitted: list[tuple[Hashable, SpanRecord]] = []
+        failed: list[Exception] = []
+        for _ in range(len(inbox)):
+            item = inbox.popleft()
+            try:
+                taken = intake(item)
+            except Exception as e:
+                failed.append(e)
+                continue
+            if taken is not None:
+                admitted.append(taken)
+        with self._lock:
+            reasons = [reason for trace, record in admitted if (reason := self._put(trace, record, 0)) is not None]
+        for reason in reasons:
+            self._on_drop(reason)
+        return failed
 
     def _put(self, trace: Hashable, record: SpanRecord, size: int) -> str | None:
         """Buffer an item (the lock is held); the reason it was dropped, if it was."""

@@ -170,26 +170,15 @@ class RunCollector(Generic[P]):
         logged and counted."""
         if not self._inbox or self._intake is None:
             return
-        intake, inbox = self._intake, self._inbox
         with self._inbox_lock:
-            admitted = []
-            for _ in range(len(inbox)):
-                item = inbox.popleft()
-                try:
-                    taken = intake(item)
-                except UnreadableSpan as e:
-                    cause = e.__cause__
-                    report_internal_error(
-                        "collecting a run", cause if isinstance(cause, Exception) else e, self._on_error
-                    )
-                    self._assembler.mark_unreadable(e.trace)
-                    continue
-                except Exception as e:
-                    report_internal_error("collecting a run", e, self._on_error)
-                    continue
-                if taken is not None:
-                    admitted.append((taken[0], taken[1], 0))
-            self._assembler.extend(admitted)
+            failed = self._assembler.take(self._inbox, self._intake)
+        for e in failed:
+            if isinstance(e, UnreadableSpan):
+                cause = e.__cause__
+                report_internal_error("collecting a run", cause if isinstance(cause, Exception) else e, self._on_error)
+                self._assembler.mark_unreadable(e.trace)
+            else:
+                report_internal_error("collecting a run", e, self._on_error)
 
     @property
     def held(self) -> int:
@@ -233,13 +222,7 @@ class RunCollector(Generic[P]):
             return []
         if buffer.trackers is None:
             buffer.trackers = {}
-        breaches: list[Breach] = []
-        for r in records:
-            tracker = buffer.trackers.get(r.service_name)  # a run is one service's (a trace may cross several)
-            if tracker is None:
-                tracker = buffer.trackers[r.service_name] = self.checks.start()
-            breaches += tracker.add(r)
-        return breaches
+        return self.checks.feed(buffer.trackers, records)
 
     def next_due(self) -> float | None:
         """When the next held run is due (the clock's time), if one is held."""

@@ -85,6 +85,19 @@ class InFlightChecks:
         """A tracker for a newly seen run."""
         return RunTracker(self._gates, self._enforced, self._prices)
 
+    def feed(self, trackers: dict[str | None, RunTracker], records: list[SpanRecord]) -> list[Breach]:
+        """Feed a trace's newly ended spans, in order, to its runs' trackers (by service: a run is one service's, a
+        trace may cross several), starting a tracker for a run seen first; the breaches they cause."""
+        breaches: list[Breach] = []
+        for r in records:
+            tracker = trackers.get(r.service_name)
+            if tracker is None:
+                tracker = trackers[r.service_name] = self.start()
+            found = tracker.add(r)
+            if found:
+                breaches.extend(found)
+        return breaches
+
 
 #: What an ended span tells its parent: (LLM call below: did it report usage, did it fail) and (tool call below:
 #: its name and call id), for the spans of double instrumentation to count once when their outer span ends.

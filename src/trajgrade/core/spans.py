@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # types only: reading files and rebuilding runs loads neither
     from opentelemetry.proto.trace.v1 import trace_pb2
     from opentelemetry.sdk.trace import ReadableSpan
 
-__all__ = ["JsonSpan", "ProtoSpan", "SdkSpan", "SpanEvent", "SpanView"]
+__all__ = ["Events", "JsonSpan", "ProtoSpan", "SdkSpan", "SpanEvent", "SpanView"]
 
 STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
 # OTLP span flags: bit 8 says whether bit 9 (the parent is remote) is known.
@@ -40,6 +40,9 @@ class SpanEvent(Protocol):
     def time_unix_nano(self) -> int: ...
     @property
     def attributes(self) -> Mapping[str, Any]: ...
+
+
+Events = tuple[SpanEvent, ...]
 
 
 class SpanView(Protocol):
@@ -132,6 +135,11 @@ def _events(events: Any) -> tuple[Any, ...]:
     return tuple(kept) if kept else ()
 
 
+def sdk_events(events: Any) -> Events:
+    """SDK span events (their ``timestamp``, their attributes possibly None) as the views' events."""
+    return tuple(_Event(e.name, e.timestamp, e.attributes or _EMPTY) for e in events) if events else ()
+
+
 class _Spelled:
     """The id spelled last, with its spelling: a trace's spans share its id, siblings their parent's."""
 
@@ -149,6 +157,21 @@ class _Spelled:
 
 _TRACE_IDS: Final = _Spelled()
 _PARENT_IDS: Final = _Spelled()
+
+
+def sdk_trace_id(n: int) -> str:
+    """An SDK trace id in hex (a trace's spans share the spelling)."""
+    return _TRACE_IDS.hex(n, 16)
+
+
+def sdk_parent_id(n: int) -> str:
+    """An SDK parent span id in hex (siblings share the spelling)."""
+    return _PARENT_IDS.hex(n, 8)
+
+
+def sdk_span_id(n: int) -> str:
+    """An SDK span id in hex."""
+    return _hex(n, 8)
 
 
 def _hex(n: int, size: int) -> str:
@@ -172,17 +195,17 @@ class SdkSpan:
     @property
     def trace_id(self) -> str:
         ctx = self._p[0]
-        return _TRACE_IDS.hex(ctx[0], 16) if ctx is not None else "0" * 32
+        return sdk_trace_id(ctx[0]) if ctx is not None else "0" * 32
 
     @property
     def span_id(self) -> str:
         ctx = self._p[0]
-        return _hex(ctx[1], 8) if ctx is not None else "0" * 16
+        return sdk_span_id(ctx[1]) if ctx is not None else "0" * 16
 
     @property
     def parent_span_id(self) -> str | None:
         parent = self._p[1]
-        return _PARENT_IDS.hex(parent[1], 8) if parent is not None else None
+        return sdk_parent_id(parent[1]) if parent is not None else None
 
     @property
     def parent_is_remote(self) -> bool | None:
@@ -220,10 +243,7 @@ class SdkSpan:
 
     @property
     def events(self) -> tuple[SpanEvent, ...]:
-        events = self._p[8]
-        if not events:
-            return ()
-        return tuple(_Event(e.name, e.timestamp, e.attributes or _EMPTY) for e in events)
+        return sdk_events(self._p[8])
 
     @property
     def resource_attributes(self) -> Mapping[str, Any]:

@@ -22,8 +22,7 @@ from trajgrade.core.emit import EvaluationSpans, evaluation_logger, log_records,
 from trajgrade.core.grading import Grading
 from trajgrade.core.internal_errors import internal_errors
 from trajgrade.core.running import RunReport
-from trajgrade.core.spans import SdkSpan
-from trajgrade.core.trajectory.normalize import normalize
+from trajgrade.core.trajectory.normalize import normalize_sdk
 
 __all__ = ["GradingSpanExporter"]
 
@@ -74,7 +73,7 @@ class GradingSpanExporter(SpanExporter):
                 if is_own(scope.name if scope is not None else None):
                     continue
                 root = is_root(parent, parent.is_remote if parent is not None else None)
-                record = normalize(SdkSpan(span), keep_attributes=root)
+                record = normalize_sdk(span, keep_attributes=root)
                 if not root:
                     self._collector.add(record.trace_id, record)
                 elif not self._collector.root(record.trace_id, record, i):

@@ -53,8 +53,8 @@ from trajgrade.core.grading import Grading
 from trajgrade.core.inflight import Breach, InFlightChecks
 from trajgrade.core.internal_errors import internal_errors, report_internal_error
 from trajgrade.core.running import RunReport
-from trajgrade.core.spans import SdkSpan, sdk_parts
-from trajgrade.core.trajectory.normalize import SpanRecord, classify, normalize
+from trajgrade.core.spans import sdk_trace_id
+from trajgrade.core.trajectory.normalize import SpanRecord, classify, normalize_sdk
 from trajgrade.core.worker import Graded, GradingWorker
 
 logger = logging.getLogger(__name__)
@@ -82,10 +82,15 @@ def _flush_at_exit(ref: weakref.ref[GradingSpanProcessor]) -> None:
             processor.shutdown(5_000)
 
 
+def _trace(span: ReadableSpan) -> str:
+    """A span's trace, as the collector knows it: its id in hex, as in its record."""
+    assert span.context is not None
+    return sdk_trace_id(span.context.trace_id)
+
+
 def _root_record(span: ReadableSpan) -> Callable[[], SpanRecord]:
     """A root's record, made when its run is graded (on the worker)."""
-    view = SdkSpan(span)
-    return lambda: normalize(view, keep_attributes=True)
+    return lambda: normalize_sdk(span, keep_attributes=True)
 
 
 class GradingSpanProcessor(SpanProcessor):
@@ -243,17 +248,16 @@ class GradingSpanProcessor(SpanProcessor):
         scope = span.instrumentation_scope
         return is_own(scope.name if scope is not None else None)
 
-    def _intake(self, span: ReadableSpan) -> tuple[int, SpanRecord] | None:
+    def _intake(self, span: ReadableSpan) -> tuple[str, SpanRecord] | None:
         """A span that was put: its trace and its record; None for trajgrade's own evaluation span (a child of the
         root: its name is checked first, it is cheap)."""
-        parts = sdk_parts(span)
-        if parts[2].startswith(sc.EVALUATION_SPAN_PREFIX) and self._is_own(span):
-            return None
-        trace = parts[0][0]  # the SpanContext tuple's trace_id
         try:
-            return trace, normalize(SdkSpan(parts), keep_attributes=False)
+            record = normalize_sdk(span, keep_attributes=False)
         except Exception as e:
-            raise UnreadableSpan(trace) from e
+            raise UnreadableSpan(_trace(span)) from e
+        if record.name.startswith(sc.EVALUATION_SPAN_PREFIX) and self._is_own(span):
+            return None
+        return record.trace_id, record
 
     def _put_and_read(self, span: ReadableSpan) -> None:
         self._collector.put(span)
@@ -272,13 +276,12 @@ class GradingSpanProcessor(SpanProcessor):
         try:
             if span.context is None:
                 return None
-            trace = span.context.trace_id
-            found = self._worker.check_open(trace, emit=False)  # the worker emits them, but on the root now
+            found = self._worker.check_open(_trace(span), emit=False)  # the worker emits them, but on the root now
             for b in found:
                 self._put_on_root(b)
             with self._lock:
                 self._on_root.update(id(b) for b in found)
-                breach = self._stopped.get(trace)
+                breach = self._stopped.get(span.context.trace_id)
             if breach is None or classify(span.name, span.attributes or {}) not in (sc.LLM, sc.TOOL):
                 return None  # as marked when it starts: a model request's usage and content come later
             return breach
@@ -298,7 +301,7 @@ class GradingSpanProcessor(SpanProcessor):
                 root = self._put_on_root(breach) if not on_root else self._open_root(breach)
                 if breach.agent is None and root is not None:  # the run's agent may be its root, still open
                     with internal_errors("emit breach", self._grading.count_internal_error):
-                        breach = replace(breach, agent=normalize(SdkSpan(root), keep_attributes=False).agent_name)
+                        breach = replace(breach, agent=normalize_sdk(root, keep_attributes=False).agent_name)
                 if self._logger is not None:
                     with internal_errors("emit breach", self._grading.count_internal_error):
                         log_breach(breach, self._logger, root.context if root is not None else None)
@@ -329,7 +332,7 @@ class GradingSpanProcessor(SpanProcessor):
             live = self._open_roots.pop(span.context.span_id, None)
             self._stopped.pop(span.context.trace_id, None)
         root = _Root(span, getattr(live, "_span_processor", None))
-        if not self._collector.root(span.context.trace_id, _root_record(span), root):
+        if not self._collector.root(_trace(span), _root_record(span), root):
             return False
         if self._worker.threaded:
             self._worker.wake()
@@ -346,7 +349,7 @@ class GradingSpanProcessor(SpanProcessor):
             assert span.context is not None
             self._count_drop("open_at_shutdown")
             root = _Root(span, getattr(span, "_span_processor", None))
-            self._collector.root(span.context.trace_id, _root_record(span), root, partial=True)
+            self._collector.root(_trace(span), _root_record(span), root, partial=True)
 
     def _finish(self, graded: list[Graded[_Root]]) -> None:
         token = otel_context.attach(otel_context.set_value(_SUPPRESS, True))

@@ -14,11 +14,20 @@ from typing import Any
 
 from trajgrade.core import content_formats as cf
 from trajgrade.core import semconv as sc
-from trajgrade.core.spans import STATUS_ERROR, SpanView
+from trajgrade.core.spans import (
+    STATUS_ERROR,
+    Events,
+    SdkSpan,
+    SpanView,
+    sdk_events,
+    sdk_parent_id,
+    sdk_span_id,
+    sdk_trace_id,
+)
 from trajgrade.core.trajectory.model import Usage
 from trajgrade.core.trajectory.span_shape import SpanShape, shape_of
 
-__all__ = ["MISSING", "PartsRef", "SpanRecord", "classify", "normalize", "share_strings"]
+__all__ = ["MISSING", "PartsRef", "SpanRecord", "classify", "normalize", "normalize_sdk", "share_strings"]
 
 
 class _Missing:
@@ -136,6 +145,15 @@ class SpanRecord:
 
 def classify(name: str, attributes: Mapping[str, Any]) -> str:
     """The step kind of a span: llm_call, tool_call, agent, workflow, embedding or other."""
+    return _classify(name, _plain(attributes))
+
+
+def _plain(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """Attributes as a dict (as every view but an odd SDK span's gives them)."""
+    return attributes if type(attributes) is dict else dict(attributes)
+
+
+def _classify(name: str, attributes: dict[str, Any]) -> str:
     for key, kinds in sc.KIND_BY_ATTRIBUTE:
         value = attributes.get(key)
         if value is not None:
@@ -160,7 +178,7 @@ def classify(name: str, attributes: Mapping[str, Any]) -> str:
     return sc.OTHER
 
 
-def _first(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
+def _first(attributes: dict[str, Any], keys: tuple[str, ...]) -> Any:
     for key in keys:
         value = attributes.get(key)
         if value is not None and value != "":
@@ -192,7 +210,7 @@ def _float(value: Any) -> float | None:
 
 
 def _usage(
-    attributes: Mapping[str, Any], shape: SpanShape, input_keys: tuple[str, ...], output_keys: tuple[str, ...]
+    attributes: dict[str, Any], shape: SpanShape, input_keys: tuple[str, ...], output_keys: tuple[str, ...]
 ) -> Usage | None:
     input_tokens = _int(_first(attributes, input_keys))
     output_tokens = _int(_first(attributes, output_keys))
@@ -209,7 +227,7 @@ def _usage(
     )
 
 
-def _cost(attributes: Mapping[str, Any], shape: SpanShape) -> float | None:
+def _cost(attributes: dict[str, Any], shape: SpanShape) -> float | None:
     if shape.cost:
         cost = _float(_first(attributes, shape.cost))
         if cost is not None:
@@ -223,7 +241,7 @@ def _cost(attributes: Mapping[str, Any], shape: SpanShape) -> float | None:
     return None if None in floats else sum(f for f in floats if f is not None)
 
 
-def _response_id(attributes: Mapping[str, Any], shape: SpanShape) -> str | None:
+def _response_id(attributes: dict[str, Any], shape: SpanShape) -> str | None:
     value = _first(attributes, shape.response_id)
     if value is not None:
         return str(value)
@@ -244,19 +262,20 @@ def _name_from(name: str, patterns: tuple[Any, ...]) -> str | None:
     return None
 
 
-def _error(span: SpanView, attributes: Mapping[str, Any], kind: str) -> tuple[bool, str | None, str | None]:
-    failed = span.status_code == STATUS_ERROR
+def _error(
+    failed: bool, status_message: str, events: Events, attributes: dict[str, Any], kind: str
+) -> tuple[bool, str | None, str | None]:
     if kind == sc.TOOL and (
         attributes.get(sc.TOOL_STATUS_KEY) == sc.TOOL_STATUS_ERROR
-        or any(e.name == sc.TOOL_EXCEPTION_EVENT for e in span.events)
+        or (events and any(e.name == sc.TOOL_EXCEPTION_EVENT for e in events))
     ):
         failed = True
     if not failed:
         return False, None, None
     error_type = attributes.get(sc.ERROR_TYPE)
-    message = span.status_message or None
+    message = status_message or None
     if error_type is None or message is None:
-        for event in span.events:
+        for event in events:
             if event.name in sc.EXCEPTION_EVENTS:
                 error_type = error_type or event.attributes.get(sc.EXCEPTION_TYPE)
                 message = message or event.attributes.get(sc.EXCEPTION_MESSAGE)
@@ -264,20 +283,20 @@ def _error(span: SpanView, attributes: Mapping[str, Any], kind: str) -> tuple[bo
     return True, (str(error_type) if error_type is not None else None), (str(message) if message else None)
 
 
-def _tool_content(span: SpanView, attributes: Mapping[str, Any], shape: SpanShape) -> tuple[Any, Any]:
+def _tool_content(events: Events, attributes: dict[str, Any], shape: SpanShape) -> tuple[Any, Any]:
     arguments: Any = MISSING
     if shape.tool_arguments:
         arguments = attributes[shape.tool_arguments[0]]
     elif shape.flat_arguments:
         arguments = {name: attributes[key] for key, name in shape.flat_arguments}
     result: Any = attributes[shape.tool_results[0]] if shape.tool_results else MISSING
-    if arguments is MISSING or result is MISSING:
-        arguments, result = _tool_content_from_events(span, arguments, result)
+    if events and (arguments is MISSING or result is MISSING):
+        arguments, result = _tool_content_from_events(events, arguments, result)
     return arguments, result
 
 
-def _tool_content_from_events(span: SpanView, arguments: Any, result: Any) -> tuple[Any, Any]:
-    for event in span.events:
+def _tool_content_from_events(events: Events, arguments: Any, result: Any) -> tuple[Any, Any]:
+    for event in events:
         attrs = event.attributes
         if arguments is MISSING:
             for name, key in sc.TOOL_ARGUMENT_EVENTS:
@@ -311,33 +330,93 @@ class PartsRef:
 
 def normalize(span: SpanView, keep_attributes: bool | None = None) -> SpanRecord:
     """Reduce a span to its record. ``keep_attributes`` defaults to keeping them for root-like spans."""
-    attributes = span.attributes
-    name = span.name
-    kind = classify(name, attributes)
-    failed, error_type, error_message = _error(span, attributes, kind)
-    parent = span.parent_span_id
-    remote = bool(span.parent_is_remote)
+    return _record(
+        span.trace_id,
+        span.span_id,
+        span.parent_span_id,
+        bool(span.parent_is_remote),
+        span.name,
+        span.start_unix_nano,
+        span.end_unix_nano,
+        span.status_code == STATUS_ERROR,
+        span.status_message,
+        span.events,
+        _plain(span.attributes),
+        _plain(span.resource_attributes),
+        keep_attributes,
+    )
+
+
+def normalize_sdk(span: Any, keep_attributes: bool | None = None) -> SpanRecord:
+    """:func:`normalize` for an ended SDK ``ReadableSpan``, read from the fields behind its properties rather than
+    through its view (the span processor's worker does this for every span the agent ends; ``Any``: the SDK is
+    not imported here)."""
+    try:
+        ctx, parent, status = span._context, span._parent, span._status
+        attributes: dict[str, Any] = span._attributes._dict
+        events = span._events._dq
+        resource: dict[str, Any] = span._resource._attributes._dict
+    except AttributeError:  # a ReadableSpan built another way: its view reads the public properties
+        return normalize(SdkSpan(span), keep_attributes)
+    if ctx is None:
+        return normalize(SdkSpan(span), keep_attributes)
+    start = span._start_time or 0
+    failed = status._status_code._value_ == STATUS_ERROR
+    return _record(
+        sdk_trace_id(ctx[0]),
+        sdk_span_id(ctx[1]),
+        sdk_parent_id(parent[1]) if parent is not None else None,
+        parent is not None and bool(parent[2]),
+        span._name,
+        start,
+        span._end_time or start,
+        failed,
+        (status.description or "") if failed else "",
+        sdk_events(events) if events else (),
+        attributes,
+        resource,
+        keep_attributes,
+    )
+
+
+def _record(
+    trace_id: str,
+    span_id: str,
+    parent: str | None,
+    remote: bool,
+    name: str,
+    start_unix_nano: int,
+    end_unix_nano: int,
+    failed: bool,
+    status_message: str,
+    events: Events,
+    attributes: dict[str, Any],
+    resource_attributes: dict[str, Any],
+    keep_attributes: bool | None,
+) -> SpanRecord:
+    kind = _classify(name, attributes)
+    failed, error_type, error_message = _error(failed, status_message, events, attributes, kind)
     if keep_attributes is None:
         keep_attributes = parent is None or remote
     r = SpanRecord(
-        trace_id=span.trace_id,
-        span_id=span.span_id,
+        trace_id=trace_id,
+        span_id=span_id,
         parent_span_id=parent,
         name=name,
         kind=kind,
-        start_unix_nano=span.start_unix_nano,
-        end_unix_nano=span.end_unix_nano,
+        start_unix_nano=start_unix_nano,
+        end_unix_nano=end_unix_nano,
         error=failed,
         error_type=error_type,
         error_message=error_message,
     )
-    service = span.resource_attributes.get(sc.SERVICE_NAME)
+    service = resource_attributes.get(sc.SERVICE_NAME)
     if service is not None:
         r.service_name = str(service)
     r.parent_is_remote = remote
     if keep_attributes:
         r.attributes = dict(attributes)
-    if kind == sc.LLM and not _is_request(span, shape_of(attributes)):
+    if kind == sc.LLM and not _is_request(events, shape_of(attributes)):
         r.kind = kind = sc.OTHER
     if kind == sc.LLM or kind == sc.EMBEDDING:
         shape = shape_of(attributes)
@@ -366,7 +445,7 @@ def normalize(span: SpanView, keep_attributes: bool | None = None) -> SpanRecord
             return r
         r.tool_name = str(tool_name)
         r.tool_call_id = str(call_id) if call_id is not None else None
-        r.tool_arguments, r.tool_result = _tool_content(span, attributes, shape)
+        r.tool_arguments, r.tool_result = _tool_content(events, attributes, shape)
     elif kind == sc.AGENT or kind == sc.WORKFLOW:
         shape = shape_of(attributes)
         agent = _first(attributes, shape.agent_name) or _name_from(name, sc.AGENT_NAME_FROM_SPAN_NAME)
@@ -381,7 +460,7 @@ def normalize(span: SpanView, keep_attributes: bool | None = None) -> SpanRecord
     return r
 
 
-def _agent_in_value(name: str, attributes: Mapping[str, Any]) -> str | None:
+def _agent_in_value(name: str, attributes: dict[str, Any]) -> str | None:
     """The agent named inside an agent step's attribute value (``semconv.AGENT_STEP_BY_NAME``)."""
     for pattern, key, value_pattern in sc.AGENT_STEP_BY_NAME:
         value = attributes.get(key)
@@ -392,12 +471,12 @@ def _agent_in_value(name: str, attributes: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _is_request(span: SpanView, shape: SpanShape) -> bool:
-    return shape.request_evidence or any(e.name in sc.LLM_REQUEST_EVENTS for e in span.events)
+def _is_request(events: Events, shape: SpanShape) -> bool:
+    return shape.request_evidence or any(e.name in sc.LLM_REQUEST_EVENTS for e in events)
 
 
 def _flat_tool_calls(
-    attributes: Mapping[str, Any], keys: tuple[tuple[str, int, int, str], ...]
+    attributes: dict[str, Any], keys: tuple[tuple[str, int, int, str], ...]
 ) -> tuple[tuple[str | None, str | None, Any], ...]:
     """The (id, name, raw arguments) of each flattened tool call, in index order."""
     calls: dict[tuple[int, int], dict[str, Any]] = {}
