@@ -34,7 +34,7 @@ from typing import Any, Generic, TypeVar
 from trajgrade.core import semconv as sc
 from trajgrade.core.assembler import Assembler, TraceBuffer
 from trajgrade.core.inflight import Breach, InFlightChecks
-from trajgrade.core.internal_errors import report_internal_error
+from trajgrade.core.internal_errors import UnreadableSpan, report_internal_error
 from trajgrade.core.trajectory.build import build_trajectory, is_run, root_of
 from trajgrade.core.trajectory.cost import Price
 from trajgrade.core.trajectory.model import Trajectory
@@ -58,15 +58,6 @@ def is_root(parent_span_id: object, parent_is_remote: bool | None) -> bool:
 def is_own(scope_name: str | None) -> bool:
     """Whether a span is trajgrade's own (its evaluation span): never part of a run."""
     return scope_name == sc.TRAJGRADE_SCOPE
-
-
-class UnreadableSpan(Exception):
-    """Raised (from the error) by an ``intake`` for a span it cannot make a record of: its trace's run is then lost
-    to its checks and to grading, as a run is when a span of it cannot be read."""
-
-    def __init__(self, trace: Hashable) -> None:
-        super().__init__(f"a span of trace {trace!r} cannot be read")
-        self.trace = trace
 
 
 @dataclass(frozen=True, slots=True)

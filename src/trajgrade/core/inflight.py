@@ -108,13 +108,15 @@ class RunTracker:
     """One open run's counts and checks; fed each of its span records once, as they end (not thread-safe: one
     feeder at a time)."""
 
-    __slots__ = ("_below", "_enforced", "_gates", "_prices", "_requests", "_states", "agent", "run")
+    __slots__ = ("_below", "_enforced", "_gates", "_live", "_prices", "_requests", "_states", "agent", "run")
 
     def __init__(self, gates: tuple[Gate, ...], enforced: tuple[bool, ...], prices: Mapping[str, Price]) -> None:
         self._gates = gates
         self._enforced = enforced
         #: What each gate's check keeps of this run, or ``_STATELESS``; None once the check has broken.
         self._states: list[Any] = [g.start() if g.start is not None else _STATELESS for g in gates]
+        #: The indices of the gates whose checks have not broken (the others are not looked at again).
+        self._live = list(range(len(gates)))
         self._prices = prices
         self._below: dict[str, _Below] = {}
         #: The tool calls the latest model calls asked for and no tool span took yet (a tool span without
@@ -160,9 +162,10 @@ class RunTracker:
         run = self.run
         breaches: list[Breach] = []
         step: Step | None = None
-        for i, gate in enumerate(self._gates):
-            state = self._states[i]
-            if state is None or (gate.on != ON_SPANS and (call == ON_SPANS or gate.on > call)):
+        broken = False
+        for i in self._live:
+            gate, state = self._gates[i], self._states[i]
+            if gate.on != ON_SPANS and (call == ON_SPANS or gate.on > call):
                 continue  # ON_TOOL_CALLS > ON_CALLS: a gate on tool calls lets no LLM call through
             if gate.over and not run.past(gate.over):
                 continue
@@ -173,10 +176,13 @@ class RunTracker:
             result = gate.check(run, step, state if state is not _STATELESS else None)
             if result is not None:
                 self._states[i] = None
+                broken = True
                 breach = Breach(r.trace_id, self.agent, result, self._enforced[i], r.service_name)
                 if step is not None and step.response_id is not None and breach.span_id == step.span_id:
                     breach = replace(breach, response_id=step.response_id)
                 breaches.append(breach)
+        if broken:
+            self._live = [i for i in self._live if self._states[i] is not None]
         return breaches
 
     def _tell_parent(self, parent: str, below: _Below) -> None:

@@ -9,13 +9,22 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 
 logger = logging.getLogger("trajgrade")
 
 _seen: set[tuple[str, str]] = set()
 _seen_lock = threading.Lock()
+
+
+class UnreadableSpan(Exception):
+    """Raised (from the error) for a span that no record can be made of: its trace's run is then lost to its
+    checks and to grading, as a run is when a span of it cannot be read."""
+
+    def __init__(self, trace: Hashable) -> None:
+        super().__init__(f"a span of trace {trace!r} cannot be read")
+        self.trace = trace
 
 
 def _should_raise() -> bool:

@@ -164,6 +164,11 @@ def sdk_trace_id(n: int) -> str:
     return _TRACE_IDS.hex(n, 16)
 
 
+def sdk_trace(span: Any) -> str:
+    """An SDK span's trace id in hex (the key the span processor buffers its spans under)."""
+    return sdk_trace_id(span.context.trace_id)
+
+
 def sdk_parent_id(n: int) -> str:
     """An SDK parent span id in hex (siblings share the spelling)."""
     return _PARENT_IDS.hex(n, 8)

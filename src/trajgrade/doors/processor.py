@@ -39,7 +39,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import TracerProvider
 
 from trajgrade.core import semconv as sc
-from trajgrade.core.collector import CollectedRun, RunCollector, UnreadableSpan, is_own
+from trajgrade.core.collector import CollectedRun, RunCollector, is_own
 from trajgrade.core.config import Config
 from trajgrade.core.emit import (
     EvaluationSpans,
@@ -53,8 +53,8 @@ from trajgrade.core.grading import Grading
 from trajgrade.core.inflight import Breach, InFlightChecks
 from trajgrade.core.internal_errors import internal_errors, report_internal_error
 from trajgrade.core.running import RunReport
-from trajgrade.core.spans import sdk_trace_id
-from trajgrade.core.trajectory.normalize import SpanRecord, classify, normalize_sdk
+from trajgrade.core.spans import sdk_trace
+from trajgrade.core.trajectory.normalize import SpanRecord, classify, normalize_sdk, sdk_intake
 from trajgrade.core.worker import Graded, GradingWorker
 
 logger = logging.getLogger(__name__)
@@ -80,12 +80,6 @@ def _flush_at_exit(ref: weakref.ref[GradingSpanProcessor]) -> None:
     if processor is not None and not processor._shutdown:
         with internal_errors("exit", processor._grading.count_internal_error):
             processor.shutdown(5_000)
-
-
-def _trace(span: ReadableSpan) -> str:
-    """A span's trace, as the collector knows it: its id in hex, as in its record."""
-    assert span.context is not None
-    return sdk_trace_id(span.context.trace_id)
 
 
 def _root_record(span: ReadableSpan) -> Callable[[], SpanRecord]:
@@ -153,7 +147,7 @@ class GradingSpanProcessor(SpanProcessor):
             on_drop=self._count_drop,
             on_error=lambda error_type: self._grading.count_internal_error(error_type),
             checks=checks,
-            intake=self._intake,
+            intake=sdk_intake,
         )
         # on_end runs for every span the agent ends: bound once. Without a worker thread, nothing reads the inbox
         # until a root ends, so the hot path reads it past a bound.
@@ -207,7 +201,7 @@ class GradingSpanProcessor(SpanProcessor):
             except AttributeError:
                 parent = span.parent
             if parent is not None and not parent.is_remote and not self._shutdown:
-                self._put(span)  # the hot path: the worker reads it (``_intake``)
+                self._put(span)  # the hot path: the worker reads it (``sdk_intake``)
             elif self._shutdown:
                 if not self._is_own(span):
                     self._count_drop("already_shutdown")
@@ -248,17 +242,6 @@ class GradingSpanProcessor(SpanProcessor):
         scope = span.instrumentation_scope
         return is_own(scope.name if scope is not None else None)
 
-    def _intake(self, span: ReadableSpan) -> tuple[str, SpanRecord] | None:
-        """A span that was put: its trace and its record; None for trajgrade's own evaluation span (a child of the
-        root: its name is checked first, it is cheap)."""
-        try:
-            record = normalize_sdk(span, keep_attributes=False)
-        except Exception as e:
-            raise UnreadableSpan(_trace(span)) from e
-        if record.name.startswith(sc.EVALUATION_SPAN_PREFIX) and self._is_own(span):
-            return None
-        return record.trace_id, record
-
     def _put_and_read(self, span: ReadableSpan) -> None:
         self._collector.put(span)
         if self._collector.inbox >= _INBOX_READ_AT:
@@ -276,7 +259,7 @@ class GradingSpanProcessor(SpanProcessor):
         try:
             if span.context is None:
                 return None
-            found = self._worker.check_open(_trace(span), emit=False)  # the worker emits them, but on the root now
+            found = self._worker.check_open(sdk_trace(span), emit=False)  # the worker emits them, but on the root now
             for b in found:
                 self._put_on_root(b)
             with self._lock:
@@ -332,7 +315,7 @@ class GradingSpanProcessor(SpanProcessor):
             live = self._open_roots.pop(span.context.span_id, None)
             self._stopped.pop(span.context.trace_id, None)
         root = _Root(span, getattr(live, "_span_processor", None))
-        if not self._collector.root(_trace(span), _root_record(span), root):
+        if not self._collector.root(sdk_trace(span), _root_record(span), root):
             return False
         if self._worker.threaded:
             self._worker.wake()
@@ -349,7 +332,7 @@ class GradingSpanProcessor(SpanProcessor):
             assert span.context is not None
             self._count_drop("open_at_shutdown")
             root = _Root(span, getattr(span, "_span_processor", None))
-            self._collector.root(_trace(span), _root_record(span), root, partial=True)
+            self._collector.root(sdk_trace(span), _root_record(span), root, partial=True)
 
     def _finish(self, graded: list[Graded[_Root]]) -> None:
         token = otel_context.attach(otel_context.set_value(_SUPPRESS, True))

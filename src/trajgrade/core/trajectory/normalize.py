@@ -14,6 +14,7 @@ from typing import Any
 
 from trajgrade.core import content_formats as cf
 from trajgrade.core import semconv as sc
+from trajgrade.core.internal_errors import UnreadableSpan
 from trajgrade.core.spans import (
     STATUS_ERROR,
     Events,
@@ -22,12 +23,13 @@ from trajgrade.core.spans import (
     sdk_events,
     sdk_parent_id,
     sdk_span_id,
+    sdk_trace,
     sdk_trace_id,
 )
 from trajgrade.core.trajectory.model import Usage
 from trajgrade.core.trajectory.span_shape import SpanShape, shape_of
 
-__all__ = ["MISSING", "PartsRef", "SpanRecord", "classify", "normalize", "normalize_sdk", "share_strings"]
+__all__ = ["MISSING", "PartsRef", "SpanRecord", "classify", "normalize", "normalize_sdk", "sdk_intake", "share_strings"]
 
 
 class _Missing:
@@ -377,6 +379,21 @@ def normalize_sdk(span: Any, keep_attributes: bool | None = None) -> SpanRecord:
         resource,
         keep_attributes,
     )
+
+
+def sdk_intake(span: Any) -> tuple[str, SpanRecord] | None:
+    """What the span processor's worker makes of an ended SDK span that is not a root: its trace (``sdk_trace``)
+    and its record; None for trajgrade's own evaluation span. ``UnreadableSpan`` (from the error) for a span that
+    cannot be read."""
+    try:
+        record = normalize_sdk(span, keep_attributes=False)
+    except Exception as e:
+        raise UnreadableSpan(sdk_trace(span)) from e
+    if record.name.startswith(sc.EVALUATION_SPAN_PREFIX):
+        scope = span.instrumentation_scope
+        if scope is not None and scope.name == sc.TRAJGRADE_SCOPE:
+            return None
+    return record.trace_id, record
 
 
 def _record(
