@@ -5,7 +5,8 @@
   trace file readers and the span views (of the SDK, of protobuf, of OTLP/JSON), the span records and the
   trajectory model, normalization, the build (the span tree, tool requests, content, summaries), prices, the
   graders' passes over a run's steps, the loop grader's search, the comparison of a run with its baseline, and
-  the in-flight checks' per-span counting.
+  the in-flight checks' per-span counting, and the conventions' tables they read (``semconv.py``: its constants
+  are then read as C variables, not looked up on a module per span).
   The same source runs interpreted where it is not compiled; ``make lint`` type-checks it strictly. Here mypy
   only has to type the modules for the compiler, without the project's config (its pydantic plugin) and
   without the runtime dependencies, which the build environment does not have.
@@ -34,10 +35,10 @@ COMPILED = [
     "src/trajgrade/core/inflight.py",
     "src/trajgrade/core/assembler.py",
     "src/trajgrade/core/spans.py",
+    "src/trajgrade/core/semconv.py",
 ]
 #: Modules they import whose constants mypyc copies into the compiled code: a change to one rebuilds them too.
 INLINED = [
-    "src/trajgrade/core/semconv.py",
     "src/trajgrade/core/content_formats.py",
 ]
 

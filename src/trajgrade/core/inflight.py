@@ -134,7 +134,9 @@ class RunTracker:
         run.last_span_id = r.span_id
         if self.agent is None and r.agent_name:
             self.agent = r.agent_name  # the run's first call is its own agent's (a sub-agent's come later)
-        below = self._below.pop(r.span_id, None)
+        below = self._below.get(r.span_id)
+        if below is not None:
+            del self._below[r.span_id]
         call = ON_SPANS  # the call this span made, if any: ON_CALLS (an LLM call) or ON_TOOL_CALLS
         request: Request | None = None
         if r.kind == sc.LLM:
@@ -188,6 +190,8 @@ class RunTracker:
     def _tell_parent(self, parent: str, below: _Below) -> None:
         known = self._below.get(parent)
         if known is not None:  # keep what an earlier child said
+            if (known[0] is not None or below[0] is None) and (known[1] is not None or below[1] is None):
+                return  # nothing new: siblings after the first say nothing their parent does not know
             below = (known[0] or below[0], known[1] or below[1])
         self._below[parent] = below
 

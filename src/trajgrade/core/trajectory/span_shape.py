@@ -115,18 +115,24 @@ _SHAPES: dict[tuple[str, ...], SpanShape] = {}
 #: Key tuples remembered at most (then forgotten all at once): far more than the kinds of span a fleet sends.
 _MAX_SHAPES = 4096
 #: The last key tuple looked up, with its shape: runs of spans of one kind repeat it, and an instrumentation's
-#: keys are the same string objects on every span, so comparing tuples costs less than hashing one (one read, one
-#: write: threads that look shapes up at once see a whole pair).
+#: keys are the same string objects on every span, so comparing them one by one costs less than making and
+#: hashing a tuple of them (one read, one write: threads that look shapes up at once see a whole pair).
 _last: tuple[tuple[str, ...], SpanShape | None] = ((), None)
 
 
 def shape_of(attributes: dict[str, Any]) -> SpanShape:
     """The shape of a span's attributes (remembered by key tuple)."""
     global _last
-    keys = tuple(attributes)
     last_keys, shape = _last
-    if shape is not None and keys == last_keys:
-        return shape
+    if shape is not None and len(attributes) == len(last_keys):
+        i = 0
+        for key in attributes:
+            if key is not last_keys[i]:
+                break
+            i += 1
+        else:
+            return shape
+    keys = tuple(attributes)
     shape = _SHAPES.get(keys)
     if shape is None:
         if len(_SHAPES) >= _MAX_SHAPES:
