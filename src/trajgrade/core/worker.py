@@ -141,7 +141,7 @@ class GradingWorker(Generic[P]):
         self._emit(found + self._collector.check_open())
 
     def _emit(self, breaches: list[Breach]) -> None:
-        if self._on_breach is not None:
+        if breaches and self._on_breach is not None:
             with internal_errors("emit breach", self._grading.count_internal_error):
                 self._on_breach(breaches)
 

@@ -179,7 +179,8 @@ class GradingSpanProcessor(SpanProcessor):
             parent = span._parent  # the SDK span's field: the property costs a call, on every span
         except AttributeError:
             parent = span.parent
-        if parent is None or parent.is_remote:  # only a run's root is remembered (graded at shutdown if open)
+        # parent[2]: the SpanContext tuple's is_remote, read without its property (this runs for every span)
+        if parent is None or parent[2]:  # only a run's root is remembered (graded at shutdown if open)
             try:
                 if span.context is not None and not self._is_own(span):
                     with self._lock:
@@ -200,7 +201,7 @@ class GradingSpanProcessor(SpanProcessor):
                 parent = span._parent  # as in on_start
             except AttributeError:
                 parent = span.parent
-            if parent is not None and not parent.is_remote and not self._shutdown:
+            if parent is not None and not parent[2] and not self._shutdown:  # parent[2]: is_remote, as in on_start
                 self._put(span)  # the hot path: the worker reads it (``sdk_intake``)
             elif self._shutdown:
                 if not self._is_own(span):
