@@ -74,6 +74,7 @@ class InFlightChecks:
                 gates.append(gate)
                 enforced.append(enforce or g.enforce)
         self._gates = tuple(gates)
+        self._every = tuple(range(len(gates)))  # every gate's index: a new run's live gates (shared)
         self._enforced = tuple(enforced)
         self._prices: Mapping[str, Price] = config.prices
         self.enforcing = any(enforced)
@@ -83,7 +84,7 @@ class InFlightChecks:
 
     def start(self) -> RunTracker:
         """A tracker for a newly seen run."""
-        return RunTracker(self._gates, self._enforced, self._prices)
+        return RunTracker(self._gates, self._every, self._enforced, self._prices)
 
     def feed(self, trackers: dict[str | None, RunTracker], records: list[SpanRecord]) -> list[Breach]:
         """Feed a trace's newly ended spans, in order, to its runs' trackers (by service: a run is one service's, a
@@ -110,13 +111,19 @@ class RunTracker:
 
     __slots__ = ("_below", "_enforced", "_gates", "_live", "_prices", "_requests", "_states", "agent", "run")
 
-    def __init__(self, gates: tuple[Gate, ...], enforced: tuple[bool, ...], prices: Mapping[str, Price]) -> None:
+    def __init__(
+        self,
+        gates: tuple[Gate, ...],
+        live: tuple[int, ...],
+        enforced: tuple[bool, ...],
+        prices: Mapping[str, Price],
+    ) -> None:
         self._gates = gates
         self._enforced = enforced
         #: What each gate's check keeps of this run, or ``_STATELESS``; None once the check has broken.
         self._states: list[Any] = [g.start() if g.start is not None else _STATELESS for g in gates]
         #: The indices of the gates whose checks have not broken (the others are not looked at again).
-        self._live = list(range(len(gates)))
+        self._live = live
         self._prices = prices
         self._below: dict[str, _Below] = {}
         #: The tool calls the latest model calls asked for and no tool span took yet (a tool span without
@@ -184,7 +191,7 @@ class RunTracker:
                     breach = replace(breach, response_id=step.response_id)
                 breaches.append(breach)
         if broken:
-            self._live = [i for i in self._live if self._states[i] is not None]
+            self._live = tuple(i for i in self._live if self._states[i] is not None)
         return breaches
 
     def _tell_parent(self, parent: str, below: _Below) -> None:
