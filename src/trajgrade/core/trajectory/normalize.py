@@ -152,7 +152,7 @@ def classify(name: str, attributes: Mapping[str, Any]) -> str:
 
 def _plain(attributes: Mapping[str, Any]) -> dict[str, Any]:
     """Attributes as a dict (as every view but an odd SDK span's gives them)."""
-    return attributes if type(attributes) is dict else dict(attributes)
+    return attributes if isinstance(attributes, dict) else dict(attributes)
 
 
 def _classify(name: str, attributes: dict[str, Any]) -> str:
