@@ -12,7 +12,8 @@ injected inside trajgrade:
 - ``on_report``: the user's ``on_report`` callback raises;
 - ``grader``: the ``loop`` grader's spec has its grade function replaced by one that raises;
 - ``normalize``: a span whose attributes (``app.poison``, set by the agent's tool on its own span) make
-  normalization fail (``normalize`` is patched where the processor looks it up).
+  normalization fail (the processor's intake, ``sdk_intake``, is patched where the processor looks it up, to fail
+  as it does when normalizing a span fails: with ``UnreadableSpan`` from the error).
 
 Each is run with ``worker=True`` and ``worker=False``. The positive control runs the same suite with
 ``TRAJGRADE_RAISE_INTERNAL_ERRORS=1``: the user's tests then fail with the injected errors, which shows that the
@@ -49,6 +50,7 @@ from pydantic_ai.models.test import TestModel
 
 import trajgrade
 import trajgrade.doors.processor
+from trajgrade.core.collector import UnreadableSpan
 from trajgrade.core.graders.catalogue import lookup
 
 WORKER = __WORKER__
@@ -130,14 +132,17 @@ def test_grader_that_raises(exploding_loop_grader) -> None:
 
 
 def test_span_attributes_that_break_normalization(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = trajgrade.doors.processor.normalize
+    real = trajgrade.doors.processor.sdk_intake
 
-    def normalize(span, keep_attributes=None):
+    def sdk_intake(span):
         if span.attributes.get("app.poison"):
-            raise ValueError("poisoned attributes")
-        return real(span, keep_attributes=keep_attributes)
+            try:
+                raise ValueError("poisoned attributes")
+            except ValueError as e:
+                raise UnreadableSpan(format(span.context.trace_id, "032x")) from e
+        return real(span)
 
-    monkeypatch.setattr(trajgrade.doors.processor, "normalize", normalize)
+    monkeypatch.setattr(trajgrade.doors.processor, "sdk_intake", sdk_intake)
     reports = []
     exporter = InMemorySpanExporter()
     provider = graded_provider(exporter, on_report=reports.append)
