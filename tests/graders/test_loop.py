@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trajgrade import ConfigError, grade_run, parse_config
-from trajgrade.core.graders.loop_search import _leaves, flatten, similarity
+from trajgrade.core.graders.loop_search import Seen, _leaves, flatten, similarity
 
 _scalars = (
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(alphabet=" \tAaBb\u00df\u0130x", max_size=6)
@@ -41,6 +41,33 @@ def test_the_flat_path_flattens_as_the_general_one(arguments: Any) -> None:
     flat, general = flatten(arguments), _leaves(arguments)
     assert list(flat.items()) == list(general.items())
     assert [type(v) for v in flat.values()] == [type(v) for v in general.values()]
+
+
+@settings(max_examples=100, derandomize=True)
+@given(st.lists(_arguments, max_size=6))
+def test_a_search_flattens_each_call_as_alone(calls: list[Any]) -> None:
+    """The strings and paths a search keeps across calls (``Seen``) change no call's leaves."""
+    seen = Seen()
+    for arguments in calls * 2:
+        shared, alone = flatten(arguments, seen), _leaves(arguments)
+        assert list(shared.items()) == list(alone.items())
+        assert [type(v) for v in shared.values()] == [type(v) for v in alone.values()]
+
+
+def test_a_search_shares_the_leaf_paths_of_its_calls() -> None:
+    seen = Seen()
+    first = flatten({"q": "x", "filters": {"page": 1, "tags": ["a", "b"]}}, seen)
+    second = flatten({"q": "y", "filters": {"page": 2, "tags": ["c", "d"]}}, seen)
+    assert list(first) == list(second) == ["q", "filters.page", "filters.tags[0]", "filters.tags[1]"]
+    assert all(a is b for a, b in zip(first, second, strict=True))
+
+
+def test_a_search_keeps_a_bounded_number_of_paths() -> None:
+    seen = Seen()
+    for i in range(100):
+        flatten({"call": {f"k{i}_{j}": j for j in range(200)}}, seen)
+    assert seen.path_count <= 4096
+    assert flatten({"call": {"k99_3": 3}}, seen) == {"call.k99_3": 3}
 
 
 @pytest.mark.parametrize("size", [255, 256, 257])

@@ -14,80 +14,128 @@ from typing import Any
 
 from trajgrade.core.trajectory.model import Step
 
-__all__ = ["find_loops", "flatten", "result_key", "similarity"]
+__all__ = ["Seen", "find_loops", "flatten", "result_key", "similarity"]
 
 _MAX_LEAVES = 256
 
 
-#: Strings a search keeps the folded form of (the same values come back call after call).
-_MAX_TEXTS = 4096
+#: Folded strings and leaf paths a search keeps (the same values and paths come back call after call).
+_MAX_SEEN = 4096
 
 
-def _text(value: str, texts: dict[str, str] | None) -> str:
-    """``value`` with runs of white space as one space, case folded; kept in ``texts`` when given."""
-    if texts is None:
+class Seen:
+    """What flattening has met so far in one search: each string's folded form, and each leaf path by the path of
+    its container and its key (a dict's key or a list's index), so that the calls' leaves share one string per
+    path instead of each building its own. Each holds at most ``_MAX_SEEN`` entries."""
+
+    def __init__(self) -> None:
+        self.texts: dict[str, str] = {}
+        self.paths: dict[str, dict[str | int, str]] = {}
+        self.path_count = 0
+
+    def children(self, path: str) -> dict[str | int, str] | None:
+        """The paths met under ``path`` (filled as they are met), or None once the paths kept are at their limit."""
+        paths = self.paths.get(path)
+        if paths is None and self.path_count < _MAX_SEEN:
+            paths = self.paths[path] = {}
+            self.path_count += 1
+        return paths
+
+    def keep(self, paths: dict[str | int, str], key: str | int, path: str) -> str:
+        """``path``, kept in ``paths`` (from :meth:`children`) under ``key`` while there is room."""
+        if self.path_count < _MAX_SEEN:
+            paths[key] = path
+            self.path_count += 1
+        return path
+
+
+def _text(value: str, seen: Seen | None) -> str:
+    """``value`` with runs of white space as one space, case folded; kept in ``seen`` when given."""
+    if seen is None:
         return " ".join(value.split()).casefold()
+    texts = seen.texts
     folded = texts.get(value)
     if folded is None:
         folded = " ".join(value.split()).casefold()
-        if len(texts) < _MAX_TEXTS:
+        if len(texts) < _MAX_SEEN:
             texts[value] = folded
     return folded
 
 
-def _leaf(value: Any, texts: dict[str, str] | None) -> Any:
+def _leaf(value: Any, seen: Seen | None) -> Any:
     if isinstance(value, str):
-        return _text(value, texts)
+        return _text(value, seen)
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value
 
 
-def _leaves(
-    value: Any, path: str = "", out: dict[str, Any] | None = None, texts: dict[str, str] | None = None
-) -> dict[str, Any]:
+def _key_path(path: str, k: Any, paths: dict[str | int, str] | None, seen: Seen | None) -> str:
+    """The path of the value at key ``k`` of the object at ``path``; the one ``seen`` kept when it is a string key
+    met before."""
+    if paths is None or seen is None or type(k) is not str:
+        return f"{path}.{k}" if path else str(k)
+    known = paths.get(k)
+    if known is not None:
+        return known
+    return seen.keep(paths, k, f"{path}.{k}" if path else k)
+
+
+def _index_path(path: str, i: int, paths: dict[str | int, str] | None, seen: Seen | None) -> str:
+    """The path of the item at index ``i`` of the list at ``path``, as :func:`_key_path`."""
+    if paths is None or seen is None:
+        return f"{path}[{i}]"
+    known = paths.get(i)
+    if known is not None:
+        return known
+    return seen.keep(paths, i, f"{path}[{i}]")
+
+
+def _leaves(value: Any, path: str = "", out: dict[str, Any] | None = None, seen: Seen | None = None) -> dict[str, Any]:
     out = {} if out is None else out
     if len(out) >= _MAX_LEAVES:
         return out
     if isinstance(value, dict):
         if not value:
             out[path] = "{}"
+        paths = seen.children(path) if seen is not None else None
         for k, v in value.items():
-            key = f"{path}.{k}" if path else str(k)
+            key = _key_path(path, k, paths, seen)
             if isinstance(v, (dict, list, tuple)):
-                _leaves(v, key, out, texts)
+                _leaves(v, key, out, seen)
             elif len(out) < _MAX_LEAVES:
-                out[key] = _leaf(v, texts)
+                out[key] = _leaf(v, seen)
     elif isinstance(value, (list, tuple)):
         if not value:
             out[path] = "[]"
+        paths = seen.children(path) if seen is not None else None
         for i, v in enumerate(value):
-            key = f"{path}[{i}]"
+            key = _index_path(path, i, paths, seen)
             if isinstance(v, (dict, list, tuple)):
-                _leaves(v, key, out, texts)
+                _leaves(v, key, out, seen)
             elif len(out) < _MAX_LEAVES:
-                out[key] = _leaf(v, texts)
+                out[key] = _leaf(v, seen)
     else:
-        out[path] = _leaf(value, texts)
+        out[path] = _leaf(value, seen)
     return out
 
 
-def flatten(arguments: Any, texts: dict[str, str] | None = None) -> dict[str, Any]:
-    """``_leaves(arguments)``, without recursion for the usual case: a flat object of scalars. ``texts`` keeps the
-    folded strings across calls (a search over a run passes one)."""
+def flatten(arguments: Any, seen: Seen | None = None) -> dict[str, Any]:
+    """``_leaves(arguments)``, without recursion for the usual case: a flat object of scalars. ``seen`` keeps the
+    folded strings and the leaf paths across calls (a search over a run passes one)."""
     if type(arguments) is not dict or not 0 < len(arguments) <= _MAX_LEAVES:
-        return _leaves(arguments, texts=texts)
+        return _leaves(arguments, seen=seen)
     out: dict[str, Any] = {}
     for k, v in arguments.items():
         t = type(v)
         if t is str:
-            out[k if type(k) is str else str(k)] = _text(v, texts)
+            out[k if type(k) is str else str(k)] = _text(v, seen)
         elif t is int or t is bool or v is None:
             out[k if type(k) is str else str(k)] = v
         elif t is float:
             out[k if type(k) is str else str(k)] = int(v) if v.is_integer() else v
         else:
-            return _leaves(arguments, texts=texts)
+            return _leaves(arguments, seen=seen)
     return out
 
 
@@ -123,8 +171,8 @@ def result_key(step: Step) -> bytes | None:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
-def _arguments(step: Step, texts: dict[str, str] | None = None) -> dict[str, Any]:
-    return flatten(step.tool.arguments if step.tool is not None else None, texts)
+def _arguments(step: Step, seen: Seen | None = None) -> dict[str, Any]:
+    return flatten(step.tool.arguments if step.tool is not None else None, seen)
 
 
 def _similarities(calls: list[Step], threshold: float, max_period: int) -> list[list[float]]:
@@ -146,7 +194,7 @@ def _similarities(calls: list[Step], threshold: float, max_period: int) -> list[
     # The leaves of call k at recent[k % size], flattened when first compared (None until then).
     size = max_period + 1
     recent: list[dict[str, Any] | None] = [None] * size
-    texts: dict[str, str] = {}
+    seen = Seen()
     for j in range(n):
         recent[j % size] = None
         a = calls[j].tool
@@ -156,10 +204,10 @@ def _similarities(calls: list[Step], threshold: float, max_period: int) -> list[
                 continue
             leaves = recent[j % size]
             if leaves is None:
-                leaves = recent[j % size] = _arguments(calls[j], texts)
+                leaves = recent[j % size] = _arguments(calls[j], seen)
             before = recent[(j - period) % size]
             if before is None:
-                before = recent[(j - period) % size] = _arguments(calls[j - period], texts)
+                before = recent[(j - period) % size] = _arguments(calls[j - period], seen)
             sim = similarity(leaves, before)
             if sim < threshold:
                 continue
