@@ -73,18 +73,20 @@ def unknown_count(calls: list[Step], match: str) -> int:
 def longest_repetition(calls: list[Step], match: str, max_period: int) -> tuple[int, int, int]:
     """(occurrences, start index, period) of the longest back-to-back repetition of a block of calls.
 
-    Whole blocks are counted; on a tie the shorter period (then the earlier start) wins.
+    Whole blocks are counted; on a tie the shorter period (then the earlier start) wins. Each call is compared with
+    the ``max_period`` calls before it in one pass, so that a long run's calls are read once, not once per period.
     """
     n = len(calls)
     best_occurrences, best_start, best_period = (1 if n else 0), 0, 1
-    for period in range(1, max_period + 1):
-        matched = 0
-        for i in range(period, n):
-            if same_call(calls[i], calls[i - period], match):
-                matched += 1
-                occurrences = (matched + period) // period
-                if occurrences > best_occurrences:
-                    best_occurrences, best_start, best_period = occurrences, i - matched - period + 1, period
-            else:
-                matched = 0
+    matched = [0] * (max_period + 1)  # by period: calls so far, each the same as the call a period before it
+    for i in range(1, n):
+        call = calls[i]
+        for period in range(1, min(max_period, i) + 1):
+            if not same_call(call, calls[i - period], match):
+                matched[period] = 0
+                continue
+            m = matched[period] = matched[period] + 1
+            occurrences = (m + period) // period
+            if occurrences > best_occurrences or (occurrences == best_occurrences and period < best_period):
+                best_occurrences, best_start, best_period = occurrences, i - m - period + 1, period
     return best_occurrences, best_start, best_period
