@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 from factories import llm, run, tool
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from trajgrade import ConfigError, grade_run, parse_config
 from trajgrade.core.graders.base import GraderResult
@@ -32,6 +34,27 @@ def test_longest_repetition_counts_blocks() -> None:
     assert longest_repetition(calls("x", "a", "a", "a", "b"), "name", 1) == (3, 1, 1)
     assert longest_repetition(calls("a", "b", "a", "b", "a", "b", "c"), "name", 1) == (1, 0, 1)
     assert longest_repetition(calls("a", "b", "a", "b", "a", "b", "c"), "name", 2) == (3, 0, 2)
+
+
+def _longest_by_period(names: list[str], max_period: int) -> tuple[int, int, int]:
+    """The longest repetition found period by period, each run of equal names start to end."""
+    best = (1 if names else 0, 0, 1)
+    for period in range(1, max_period + 1):
+        start = 0
+        for i in range(period, len(names) + 1):
+            if i < len(names) and names[i] == names[i - period]:
+                continue
+            occurrences = (i - start) // period  # the run is names[start:i]
+            if occurrences > best[0]:
+                best = (occurrences, start, period)
+            start = i - period + 1
+    return best
+
+
+@settings(max_examples=300, derandomize=True)
+@given(st.lists(st.sampled_from("abc"), max_size=14), st.integers(1, 4))
+def test_longest_repetition_prefers_the_shorter_period_then_the_earlier_start(names: list[str], period: int) -> None:
+    assert longest_repetition(calls(*names), "name", period) == _longest_by_period(names, period)
 
 
 def test_max_repeat_pass_and_fail_on_observation() -> None:
