@@ -159,6 +159,12 @@ def test_evidence_span_ids_each_once_in_order() -> None:
     assert isinstance(ids, tuple) and all(isinstance(i, str) for i in ids)
 
 
+def test_the_span_ids_of_a_single_evidence_each_once_in_order() -> None:
+    evidence = (Evidence("a loop", ("00000000000000a2", "00000000000000a1", "00000000000000a2")),)
+    ids = result_attributes(result(status="fail", score=0.0, evidence=evidence))["trajgrade.evidence.span_ids"]
+    assert ids == ("00000000000000a2", "00000000000000a1")
+
+
 def test_evidence_span_ids_are_capped_at_64() -> None:
     many = tuple(f"{n:016x}" for n in range(100))
     evidence = (Evidence("a", many[:50]), Evidence("b", many[40:]))  # 10 shared ids do not count twice

@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from trajgrade import GradingSpanExporter, GradingSpanProcessor, RunReport, parse_config
+from trajgrade.core.emit import result_attributes
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
@@ -115,6 +116,34 @@ def test_three_wirings_with_a_real_agent(wiring: str, reader: InMemoryMetricRead
 def _metric_names(reader: InMemoryMetricReader) -> set[str]:
     data = reader.get_metrics_data()
     return {m.name for rm in (data.resource_metrics if data else []) for sm in rm.scope_metrics for m in sm.metrics}
+
+
+@pytest.mark.parametrize("limit", [None, 8])
+def test_the_evaluation_spans_events_hold_the_results_attributes_within_the_sdks_limits(
+    limit: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The events of the span trajgrade starts are the results' attributes, whichever way they are added; a value
+    length limit of the SDK still cuts them."""
+    if limit is not None:
+        monkeypatch.setenv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", str(limit))
+    exported = InMemorySpanExporter()
+    reports: list[RunReport] = []
+    provider = TracerProvider()
+    provider.add_span_processor(GradingSpanProcessor(CONFIG, tracer_provider=provider, on_report=reports.append))
+    provider.add_span_processor(SimpleSpanProcessor(exported))
+    run_scenarios(provider, ["stuck"])
+    assert provider.force_flush()
+    (evaluation,) = [s for s in exported.get_finished_spans() if s.name.startswith("evaluation ")]
+    (report,) = reports  # with the limit, the agent's name is cut too
+    expected = [result_attributes(r) for r in report.results]
+    if limit is not None:
+        expected = [{k: v[:limit] if isinstance(v, str) else v for k, v in a.items()} for a in expected]
+        expected = [
+            {k: tuple(i[:limit] for i in v) if isinstance(v, tuple) else v for k, v in a.items()} for a in expected
+        ]
+    assert [e.name for e in evaluation.events] == ["gen_ai.evaluation.result"] * len(report.results)
+    assert [dict(e.attributes or {}) for e in evaluation.events] == expected
+    assert all(e.timestamp == evaluation.end_time for e in evaluation.events)
 
 
 def test_zero_code_with_opentelemetry_instrument(tmp_path: Path) -> None:

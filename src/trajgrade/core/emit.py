@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from itertools import chain, islice
 from typing import Any
 
 from opentelemetry._logs import Logger, get_logger_provider
@@ -66,6 +67,7 @@ __all__ = [
     "report_attributes",
     "result_attributes",
     "result_events",
+    "results_attributes",
     "with_results",
 ]
 
@@ -84,10 +86,21 @@ def _attr_value(value: Any) -> AttributeValue | None:
         return str(value)[:_MAX_TEXT]
 
 
+#: ``_evaluator_type`` of the grader types met so far (the catalogue does not change while a process runs).
+_EVALUATOR_TYPES: dict[str, str | None] = {}
+
+
 def _evaluator_type(grader_type: str) -> str | None:
     """How a grader type decides (``semconv.EVALUATOR_TYPE_BY_SCORE_KIND``); None for a type not catalogued."""
+    try:
+        return _EVALUATOR_TYPES[grader_type]
+    except KeyError:
+        pass
     spec = lookup(grader_type)
-    return sc.EVALUATOR_TYPE_BY_SCORE_KIND.get(spec.taxonomy.score_kind) if spec is not None else None
+    evaluator_type = sc.EVALUATOR_TYPE_BY_SCORE_KIND.get(spec.taxonomy.score_kind) if spec is not None else None
+    if len(_EVALUATOR_TYPES) < 1024:  # catalogued types, and what a result from elsewhere names
+        _EVALUATOR_TYPES[grader_type] = evaluator_type
+    return evaluator_type
 
 
 def result_attributes(result: GraderResult) -> dict[str, AttributeValue]:
@@ -111,10 +124,21 @@ def result_attributes(result: GraderResult) -> dict[str, AttributeValue]:
         v = _attr_value(value)
         if v is not None:
             attrs[key] = v
-    span_ids = list(dict.fromkeys(sid for e in result.evidence for sid in e.span_ids))  # each once, in order
+    evidence = result.evidence
+    span_ids = (  # each once, in order
+        dict.fromkeys(evidence[0].span_ids)
+        if len(evidence) == 1
+        else dict.fromkeys(chain.from_iterable(e.span_ids for e in evidence))
+    )
     if span_ids:
-        attrs[sc.TRAJGRADE_EVIDENCE_SPAN_IDS] = tuple(span_ids[:_MAX_SPAN_IDS])
+        attrs[sc.TRAJGRADE_EVIDENCE_SPAN_IDS] = tuple(islice(span_ids, _MAX_SPAN_IDS))
     return attrs
+
+
+def results_attributes(results: Sequence[GraderResult]) -> list[dict[str, AttributeValue]]:
+    """``result_attributes`` of each result: made once when a door emits them both as span events and as log events
+    (neither changes them)."""
+    return [result_attributes(r) for r in results]
 
 
 def report_attributes(report: RunReport) -> dict[str, AttributeValue]:
@@ -125,12 +149,20 @@ def report_attributes(report: RunReport) -> dict[str, AttributeValue]:
     return attrs
 
 
-def result_events(results: Sequence[GraderResult], timestamp: int) -> tuple[Event, ...]:
-    return tuple(Event(sc.EVALUATION_RESULT_EVENT, result_attributes(r), timestamp) for r in results)
+def result_events(
+    results: Sequence[GraderResult], timestamp: int, made: Sequence[Mapping[str, AttributeValue]] | None = None
+) -> tuple[Event, ...]:
+    """The results' events; ``made``: their attributes when made already (``results_attributes``)."""
+    return tuple(
+        Event(sc.EVALUATION_RESULT_EVENT, a, timestamp) for a in (results_attributes(results) if made is None else made)
+    )
 
 
-def with_results(span: ReadableSpan, report: RunReport) -> ReadableSpan:
-    """A copy of an ended span with the run's result events and verdict attributes added.
+def with_results(
+    span: ReadableSpan, report: RunReport, made: Sequence[Mapping[str, AttributeValue]] | None = None
+) -> ReadableSpan:
+    """A copy of an ended span with the run's result events and verdict attributes added (``made``: the results'
+    attributes when made already).
 
     An ended span cannot change; the copy is built with the public ``ReadableSpan`` constructor and handed
     downstream in its place.
@@ -144,7 +176,7 @@ def with_results(span: ReadableSpan, report: RunReport) -> ReadableSpan:
         parent=span.parent,
         resource=span.resource,
         attributes=attributes,
-        events=(*span.events, *result_events(report.results, timestamp)),
+        events=(*span.events, *result_events(report.results, timestamp, made)),
         links=span.links,
         kind=span.kind,
         status=span.status,
@@ -200,15 +232,21 @@ def _evaluated_step(result: GraderResult, steps: dict[str, Step]) -> Step | None
     return None
 
 
-def log_records(report: RunReport, root: SpanRecord, logger: Any) -> None:
+def log_records(
+    report: RunReport,
+    root: SpanRecord,
+    logger: Any,
+    made: Sequence[Mapping[str, AttributeValue]] | None = None,
+) -> None:
     """Emit the results as log-based ``gen_ai.evaluation.result`` events, each in the context of the span it
-    evaluates: its step's (with the step's ``gen_ai.response.id``), or the run's root's."""
+    evaluates: its step's (with the step's ``gen_ai.response.id``), or the run's root's. ``made``: the results'
+    attributes when made already (``results_attributes``; each is copied, not changed)."""
     root_context = span_context_of(root)
     if root_context is None:
         return
     steps: dict[str, Step] | None = None  # by span id, made for the first result with evidence spans
-    for result in report.results:
-        attributes = result_attributes(result)
+    for i, result in enumerate(report.results):
+        event = result_attributes(result) if made is None else dict(made[i])
         span_context = root_context
         step = None
         if any(evidence.span_ids for evidence in result.evidence):
@@ -218,9 +256,9 @@ def log_records(report: RunReport, root: SpanRecord, logger: Any) -> None:
         if step is not None:
             span_context = _span_context(root.trace_id, step.span_id) or root_context
             if step.kind == "llm_call" and step.response_id is not None:
-                attributes[sc.RESPONSE_ID] = step.response_id
+                event[sc.RESPONSE_ID] = step.response_id
         ctx: Context = set_span_in_context(NonRecordingSpan(span_context))
-        logger.emit(event_name=sc.EVALUATION_RESULT_EVENT, attributes=attributes, context=ctx)
+        logger.emit(event_name=sc.EVALUATION_RESULT_EVENT, attributes=event, context=ctx)
 
 
 class EvaluationSpans:
@@ -240,28 +278,59 @@ class EvaluationSpans:
             warnings.simplefilter("ignore", DeprecationWarning)
             self._info = InstrumentationInfo(sc.TRAJGRADE_SCOPE, __version__)
 
-    def emit(self, report: RunReport, root: SpanRecord, span: ReadableSpan | None = None, pipeline: Any = None) -> None:
+    def emit(
+        self,
+        report: RunReport,
+        root: SpanRecord,
+        span: ReadableSpan | None = None,
+        pipeline: Any = None,
+        made: Sequence[Mapping[str, AttributeValue]] | None = None,
+    ) -> None:
         """``span``: the root as the SDK handed it over; ``pipeline``: the span processor of the provider that
-        recorded it (the live SDK span's), when known."""
+        recorded it (the live SDK span's), when known; ``made``: the results' attributes when made already."""
         parent = span.context if span is not None and span.context is not None else span_context_of(root)
         if parent is None:
             return
         end = (span.end_time if span is not None else None) or time.time_ns()
         agent = report.trajectory.agent_name or report.trajectory.root_span_name
         name = f"{sc.EVALUATION_SPAN_PREFIX}{agent}"
-        attributes = {**report_attributes(report), sc.OPERATION_NAME: "evaluation"}
         processor = pipeline if pipeline is not None else getattr(span, "_span_processor", None)
         tracer: Tracer
+        limits: SpanLimits | None = None
         if span is not None and isinstance(processor, SynchronousMultiSpanProcessor | ConcurrentMultiSpanProcessor):
             sampler, limits = ParentBased(ALWAYS_ON), SpanLimits()
             tracer = SdkTracer(sampler, span.resource, processor, self._ids, self._info, limits, self._scope)
         else:
             tracer = (self._tracer_provider or get_tracer_provider()).get_tracer(sc.TRAJGRADE_SCOPE, __version__)
         parent_context = set_span_in_context(NonRecordingSpan(parent))
-        evaluation = tracer.start_span(name, context=parent_context, start_time=end, attributes=attributes)
-        for result in report.results:
-            evaluation.add_event(sc.EVALUATION_RESULT_EVENT, result_attributes(result), timestamp=end)
+        evaluation = tracer.start_span(
+            name,
+            context=parent_context,
+            start_time=end,
+            attributes={**report_attributes(report), sc.OPERATION_NAME: "evaluation"},
+        )
+        _add_events(evaluation, results_attributes(report.results) if made is None else made, end, limits)
         evaluation.end(end_time=end)
+
+
+def _add_events(
+    span: Any, attributes: Sequence[Mapping[str, AttributeValue]], timestamp: int, limits: SpanLimits | None
+) -> None:
+    """The results' ``gen_ai.evaluation.result`` events on ``span``.
+
+    The SDK's ``add_event`` checks each value of each event, each span id of the evidence one by one, which costs
+    more than grading the run. The attributes made here are valid as made (strings cut to ``_MAX_TEXT``, numbers,
+    booleans, tuples of strings): on a span of the tracer made here, whose ``limits`` can neither cut a value nor
+    drop an attribute, each event is appended as ``add_event`` would leave it. Elsewhere they go through
+    ``add_event``.
+    """
+    add = getattr(span, "_add_event", None) if limits is not None and limits.max_attribute_length is None else None
+    most = limits.max_event_attributes if limits is not None else None
+    for a in attributes:
+        if add is not None and (most is None or len(a) <= most):
+            add(Event(sc.EVALUATION_RESULT_EVENT, a, timestamp))
+        else:
+            span.add_event(sc.EVALUATION_RESULT_EVENT, a, timestamp=timestamp)
 
 
 def breach_attributes(breach: Breach) -> dict[str, AttributeValue]:

@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from trajgrade.core.collector import CollectedRun, RunCollector, is_own, is_root
 from trajgrade.core.config import Config
-from trajgrade.core.emit import EvaluationSpans, evaluation_logger, log_records, with_results
+from trajgrade.core.emit import EvaluationSpans, evaluation_logger, log_records, results_attributes, with_results
 from trajgrade.core.grading import Grading
 from trajgrade.core.internal_errors import internal_errors
 from trajgrade.core.running import RunReport
@@ -87,12 +87,13 @@ class GradingSpanExporter(SpanExporter):
             if report is None:
                 continue
             with internal_errors("emit", self._grading.count_internal_error):
+                attributes = results_attributes(report.results)
                 if self._logger is not None:
-                    log_records(report, run.root, self._logger)
+                    log_records(report, run.root, self._logger, attributes)
                 if run.payload is not None:
-                    batch[run.payload] = with_results(batch[run.payload], report)
+                    batch[run.payload] = with_results(batch[run.payload], report, attributes)
                 else:
-                    self._evaluation_spans.emit(report, run.root)
+                    self._evaluation_spans.emit(report, run.root, made=attributes)
 
     def shutdown(self) -> None:
         with internal_errors("shutdown", self._grading.count_internal_error):

@@ -47,6 +47,7 @@ from trajgrade.core.emit import (
     evaluation_logger,
     log_breach,
     log_records,
+    results_attributes,
     with_results,
 )
 from trajgrade.core.grading import Grading
@@ -349,12 +350,13 @@ class GradingSpanProcessor(SpanProcessor):
         passing_on = self._downstream is not None and root is not None and root.end_time is not None
         if report is not None:
             with internal_errors("emit", self._grading.count_internal_error):
+                attributes = results_attributes(report.results)
                 if self._logger is not None:
-                    log_records(report, run.root, self._logger)
+                    log_records(report, run.root, self._logger, attributes)
                 if passing_on:
                     assert root is not None
-                    root = with_results(root, report)
+                    root = with_results(root, report, attributes)
                 else:
-                    self._evaluation_spans.emit(report, run.root, root, pipeline)
+                    self._evaluation_spans.emit(report, run.root, root, pipeline, attributes)
         if passing_on and root is not None and self._downstream is not None:
             self._downstream.on_end(root)
