@@ -83,13 +83,9 @@ def tool_call_text(name: str, arguments: Any) -> str:
 
 
 def _calls(t: Trajectory) -> list[str]:
-    """The text of each tool call; calls written alike share one string (a run repeating a call holds it once)."""
-    texts: dict[str, str] = {}
-    out: list[str] = []
-    for s in t.tool_steps:
-        text = tool_call_text(s.tool.name if s.tool else s.name, s.tool.arguments if s.tool else None)
-        out.append(texts.setdefault(text, text))
-    return out
+    return [
+        tool_call_text(s.tool.name if s.tool else s.name, s.tool.arguments if s.tool else None) for s in t.tool_steps
+    ]
 
 
 def compare(baseline: Trajectory, candidate: Trajectory) -> Comparison:
