@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import Figure, print_table, synthetic_otlp
+from _common import Figure, compile_bytecode, print_table, synthetic_otlp
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAJGRADE = Path(sys.executable).with_name("trajgrade")
@@ -66,6 +66,7 @@ def _grade(path: Path, out: Path) -> list[str]:
 
 
 def figures() -> list[Figure]:
+    compile_bytecode()
     with tempfile.TemporaryDirectory() as tmp:
         files = {n: Path(tmp) / f"run_{n}.json" for n in (TINY_STEPS, SMALL_STEPS, LARGE_STEPS)}
         for steps, path in files.items():

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import Figure, print_table
+from _common import Figure, compile_bytecode, print_table
 
 TRAJGRADE = Path(sys.executable).with_name("trajgrade")
 
@@ -22,6 +22,7 @@ def _median_run(cmd: list[str], repeat: int = 11) -> float:
 
 
 def figures() -> list[Figure]:
+    compile_bytecode()
     version = _median_run([str(TRAJGRADE), "--version"])
     bare = _median_run([sys.executable, "-c", "pass"])
     return [

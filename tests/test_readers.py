@@ -282,7 +282,8 @@ def test_cli_reads_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capture
 
 
 def test_cli_leaves_the_garbage_collector_as_it_found_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The command keeps the runs it read out of the collector's walks while it runs, and lets them go after."""
+    """The command keeps what its start-up and reading made out of the collector's walks while it runs, and lets
+    it go after, whether it read or stopped at a bad graders file."""
     import gc
 
     good = tmp_path / "good.json"
@@ -290,6 +291,11 @@ def test_cli_leaves_the_garbage_collector_as_it_found_it(tmp_path: Path, capsys:
     assert gc.isenabled() and not gc.get_freeze_count()
     assert main(["trajectory", str(good), "--format", "json"]) == 0
     assert len(json.loads(capsys.readouterr().out)["runs"]) == 1
+    assert gc.isenabled() and not gc.get_freeze_count()
+    bad_config = tmp_path / "graders.yaml"
+    bad_config.write_text("graders: [{type: no-such-grader}]\n")
+    assert main(["grade", "--config", str(bad_config), str(good)]) == 2  # start-up ends early: the same
+    assert "no-such-grader" in capsys.readouterr().err
     assert gc.isenabled() and not gc.get_freeze_count()
     gc.disable()
     try:

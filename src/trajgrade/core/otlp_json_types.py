@@ -17,7 +17,17 @@ import msgspec
 import msgspec.structs
 from msgspec import UNSET, Raw, Struct, UnsetType
 
-__all__ = ["MISSING_FIELD", "REQUEST", "VALUE_FIELDS", "AnyValue", "Event", "KeyValue", "Request", "Span"]
+__all__ = [
+    "MISSING_FIELD",
+    "REQUEST",
+    "SPAN_FIELDS",
+    "VALUE_FIELDS",
+    "AnyValue",
+    "Event",
+    "KeyValue",
+    "Request",
+    "Span",
+]
 
 
 class _Closed(Struct, forbid_unknown_fields=True, gc=False):
@@ -110,7 +120,9 @@ class Request(_Closed):
 
 #: Decodes one request in the shape; raises ``msgspec.DecodeError`` (a ``ValueError``) or ``RecursionError``.
 REQUEST: Any = msgspec.json.Decoder(Request)
-#: An ``AnyValue``'s fields as a tuple, in their order.
+#: A struct's fields as a tuple, in their order (an ``AnyValue``'s, a ``Span``'s).
 VALUE_FIELDS: Any = msgspec.structs.astuple
+#: The names of a ``Span``'s fields, in their order.
+SPAN_FIELDS: tuple[str, ...] = Span.__struct_fields__
 #: What a field the object does not have holds.
 MISSING_FIELD: Any = UNSET

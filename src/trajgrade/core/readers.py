@@ -17,11 +17,11 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
-from trajgrade.core.otlp_json_types import MISSING_FIELD, REQUEST, VALUE_FIELDS
+from trajgrade.core.otlp_json_types import MISSING_FIELD, REQUEST, SPAN_FIELDS, VALUE_FIELDS
 from trajgrade.core.spans import JsonSpan, SpanEvent, SpanView, decode_id, iter_proto_request, make_event
 from trajgrade.exceptions import TraceDecodeError
 
@@ -43,16 +43,39 @@ NOT_TRACE_DATA = "no resourceSpans: not OTLP trace data"
 MAX_MESSAGE_DEPTH = 100
 #: The message depth of an attribute's value (AnyValue) below the request: Request > ResourceSpans > Resource >
 #: KeyValue > AnyValue; a span's a level deeper (ScopeSpans > Span), an event's two.
-_RESOURCE_VALUE, _SPAN_VALUE, _EVENT_VALUE = 4, 5, 6
+_RESOURCE_VALUE: Final = 4
+_SPAN_VALUE: Final = 5
+_EVENT_VALUE: Final = 6
 _TOO_LONG = "invalid JSON: a number of more than 4,300 digits"
 #: A decimal integer as OTLP/JSON writes 64-bit numbers: ASCII digits only (``int()`` also takes "²" and "٣"),
 #: at most 20 of them (``int()`` of thousands of digits is slow, and past 4,300 refused).
 _DECIMAL = re.compile(r"[+-]?[0-9]{1,20}")
-#: A span id as OTLP/JSON writes it, the text that is its own reading.
-_LOWER_HEX = re.compile(r"[0-9a-f]+")
 _ZERO_SPAN_ID = "0" * 16
 #: The fields of otlp_json_types.AnyValue, in order.
-_STRING, _INT, _BOOL, _DOUBLE, _ARRAY, _KVLIST, _BYTES = range(7)
+_STRING: Final = 0
+_INT: Final = 1
+_BOOL: Final = 2
+_DOUBLE: Final = 3
+_ARRAY: Final = 4
+_KVLIST: Final = 5
+_BYTES: Final = 6
+#: The fields of otlp_json_types.Span that the typed reader reads, by their index (checked below).
+_TRACE_ID: Final = 0
+_SPAN_ID: Final = 1
+_PARENT_SPAN_ID: Final = 2
+_NAME: Final = 3
+_KIND: Final = 4
+_START: Final = 5
+_END: Final = 6
+_FLAGS: Final = 7
+_ATTRIBUTES: Final = 8
+_EVENTS: Final = 9
+_STATUS: Final = 10
+if SPAN_FIELDS[:11] != (
+    "traceId", "spanId", "parentSpanId", "name", "kind", "startTimeUnixNano", "endTimeUnixNano", "flags",
+    "attributes", "events", "status",
+):  # fmt: skip
+    raise ImportError(f"otlp_json_types.Span's fields are not in the order the typed reader reads: {SPAN_FIELDS}")
 
 
 class _Bad(ValueError):
@@ -512,7 +535,7 @@ def _plain_span(
         if type(text) is str and text:
             traces[text] = trace_id
     text = get("spanId")
-    if type(text) is str and len(text) == 16 and _LOWER_HEX.fullmatch(text) and text != _ZERO_SPAN_ID:
+    if type(text) is str and len(text) == 16 and _lower_hex(text) and text != _ZERO_SPAN_ID:
         span_id: str | None = text
     else:
         span_id = _id(obj, ("spanId", "span_id"), 8, "", required=True)
@@ -572,7 +595,7 @@ def _plain_span(
 
 def _plain_time(value: Any) -> int | None:
     """A time as a string of at most 19 ASCII digits (below 2**64), or ``None`` for the shared helper to read."""
-    if type(value) is str and 0 < len(value) < 20 and value.isascii() and value.isdigit():
+    if type(value) is str and 0 < len(value) < 20 and _digits(value):
         return int(value)
     return None
 
@@ -604,7 +627,7 @@ def _plain_attributes(kvs: Any, depth: int) -> dict[str, Any]:
                 out[key] = text
                 continue
             text = value.get("intValue")
-            if type(text) is str and 0 < len(text) < 19 and text.isascii() and text.isdigit():
+            if type(text) is str and 0 < len(text) < 19 and _digits(text):
                 out[key] = int(text)
                 continue
         out[key] = _plain_value(value, depth)
@@ -666,59 +689,66 @@ def _typed_request(request: Any) -> list[SpanView]:
     spans: list[SpanView] = []
     traces: dict[str, str] = {}
     parents: dict[str, str | None] = {}
+    keys: dict[str, str] = {}
     for rs in request.resourceSpans:
         resource = rs.resource
-        resource_attrs = _typed_attributes(None if resource is None else resource.attributes, _RESOURCE_VALUE)
+        resource_attrs = _typed_attributes(None if resource is None else resource.attributes, _RESOURCE_VALUE, keys)
         scope_spans = rs.scopeSpans
         for ss in () if scope_spans is None else scope_spans:
             scope = ss.scope
             scope_name = None if scope is None else scope.name
             in_scope = ss.spans
             for span in () if in_scope is None else in_scope:
-                spans.append(_typed_span(span, resource_attrs, scope_name or "", traces, parents))
+                spans.append(_typed_span(span, resource_attrs, scope_name or "", traces, parents, keys))
     return spans
 
 
 def _typed_span(
-    span: Any, resource: Mapping[str, Any], scope: str, traces: dict[str, str], parents: dict[str, str | None]
+    span: Any,
+    resource: Mapping[str, Any],
+    scope: str,
+    traces: dict[str, str],
+    parents: dict[str, str | None],
+    keys: dict[str, str],
 ) -> JsonSpan:
-    """A span; ``traces`` and ``parents`` as in :func:`_plain_span`."""
-    text = span.traceId
+    """A span; ``traces`` and ``parents`` as in :func:`_plain_span`, ``keys`` as in :func:`_typed_attributes`."""
+    fields: tuple[Any, ...] = VALUE_FIELDS(span)  # one call rather than a look-up per field
+    text = fields[_TRACE_ID]
     if not text:
         raise _NotPlain  # no trace id: the reference reader names the problem
     trace_id = traces.get(text)
     if trace_id is None:
         trace_id = traces[text] = _id_value(text, 16, "", "traceId", required=True) or ""
-    text = span.spanId
+    text = fields[_SPAN_ID]
     if not text:
         raise _NotPlain
-    if len(text) == 16 and _LOWER_HEX.fullmatch(text) and text != _ZERO_SPAN_ID:
+    if len(text) == 16 and _lower_hex(text) and text != _ZERO_SPAN_ID:
         span_id: str | None = text
     else:
         span_id = _id_value(text, 8, "", "spanId", required=True)
-    text = span.parentSpanId
+    text = fields[_PARENT_SPAN_ID]
     if not text:
         parent = None
     elif text in parents:
         parent = parents[text]
     else:
         parent = parents[text] = _id_value(text, 8, "", "parentSpanId", required=False)
-    start = _typed_time(span.startTimeUnixNano, "startTimeUnixNano")
-    end = _typed_time(span.endTimeUnixNano, "endTimeUnixNano") or start
-    flags = _typed_time(span.flags, "flags")
-    status = span.status
+    start = _typed_time(fields[_START], "startTimeUnixNano")
+    end = _typed_time(fields[_END], "endTimeUnixNano") or start
+    flags = _typed_time(fields[_FLAGS], "flags")
+    status = fields[_STATUS]
     code, message = (0, "") if status is None else (_enum(status.code, _STATUS_NAMES, ""), status.message)
-    kind = span.kind
+    kind = fields[_KIND]
     if type(kind) is not int or not -(1 << 31) <= kind < 1 << 31:
         kind = _enum(kind, _KIND_NAMES, "")
-    raw_events = span.events
+    raw_events = fields[_EVENTS]
     events: tuple[SpanEvent, ...] = ()
     if raw_events is not None:
         events = tuple(
             make_event(
                 ev.name,
                 _typed_time(ev.timeUnixNano, "timeUnixNano"),
-                _typed_attributes(ev.attributes, _EVENT_VALUE),
+                _typed_attributes(ev.attributes, _EVENT_VALUE, keys),
             )
             for ev in raw_events
         )
@@ -727,13 +757,13 @@ def _typed_span(
         span_id=span_id or "",
         parent_span_id=parent,
         parent_is_remote=(bool(flags & 0x200) if parent and flags & 0x100 else None),
-        name=span.name,
+        name=fields[_NAME],
         kind=kind,
         start_unix_nano=start,
         end_unix_nano=end,
         status_code=code,
         status_message=message,
-        attributes=_typed_attributes(span.attributes, _SPAN_VALUE),
+        attributes=_typed_attributes(fields[_ATTRIBUTES], _SPAN_VALUE, keys),
         events=events,
         resource_attributes=resource,
         scope_name=scope,
@@ -744,16 +774,38 @@ def _typed_time(value: Any, key: str) -> int:
     """A 64-bit unsigned integer field (a time, the flags): 0 when absent."""
     if value is None:
         return 0
-    if type(value) is str and 0 < len(value) < 20 and value.isascii() and value.isdigit():
+    if type(value) is str and 0 < len(value) < 20 and _digits(value):
         return int(value)
     return _uint64(value, "", key)
 
 
-def _typed_attributes(kvs: Any, depth: int) -> dict[str, Any]:
+def _digits(text: str) -> bool:
+    """Whether ``text`` is ASCII digits only (``str.isdigit`` also takes "²" and "٣")."""
+    for i in range(len(text)):
+        c = ord(text[i])
+        if c < 48 or c > 57:
+            return False
+    return True
+
+
+def _lower_hex(text: str) -> bool:
+    """Whether ``text`` is lowercase hexadecimal digits only."""
+    for i in range(len(text)):
+        c = ord(text[i])
+        if not (48 <= c <= 57 or 97 <= c <= 102):
+            return False
+    return True
+
+
+def _typed_attributes(kvs: Any, depth: int, keys: dict[str, str]) -> dict[str, Any]:
+    """Attributes, each key one string object for the whole request (``keys``): spans of a kind then share their
+    keys, as an instrumentation's spans do in its process (:func:`~trajgrade.core.trajectory.span_shape.shape_of`
+    compares them by identity)."""
     out: dict[str, Any] = {}
     if kvs is not None:
         for kv in kvs:
-            out[kv.key] = _typed_value(kv.value, depth)
+            key: str = kv.key
+            out[keys.setdefault(key, key)] = _typed_value(kv.value, depth)
     return out
 
 
@@ -785,7 +837,7 @@ def _typed_value(value: Any, depth: int) -> Any:
 
 
 def _typed_int(number: Any) -> int:
-    if type(number) is str and not (0 < len(number) < 19 and number.isascii() and number.isdigit()):
+    if type(number) is str and not (0 < len(number) < 19 and _digits(number)):
         if not _DECIMAL.fullmatch(number):
             raise _NotPlain
     value = int(number)

@@ -11,7 +11,8 @@ import gc
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from trajgrade.exceptions import ConfigError
@@ -37,26 +38,34 @@ def _trajectories(paths: Sequence[str], prices: dict[str, Price] | None = None) 
 
 
 def _read_for_life(paths: Sequence[str], prices: Mapping[str, Price] | None = None) -> tuple[list[FileRun], list[str]]:
-    """The runs in ``paths`` (:func:`~trajgrade.core.runfiles.read_runs`), read with the cyclic garbage collector
-    off and then kept out of its walks until the command ends (:func:`main` lets them go).
-
-    Reading decodes JSON and rebuilds runs into millions of objects that form no cycle and live until the
-    command ends: the collector would walk them again and again as they are made, and at every collection after.
-    In a process that keeps objects out of its walks already, the collector sees them as it sees the rest.
-    """
+    """The runs in ``paths`` (:func:`~trajgrade.core.runfiles.read_runs`), kept until the command ends (:func:`main`
+    lets them go). Call it within :func:`_collection_paused`."""
     from trajgrade.core.runfiles import read_runs
 
+    read = read_runs(paths, prices)
+    _READ.append(read)
+    return read
+
+
+@contextmanager
+def _collection_paused() -> Iterator[None]:
+    """A command's start-up and reading with the cyclic garbage collector off; what they made then kept out of its
+    walks until the command ends (:func:`main` lets it go).
+
+    The imports, the graders file and reading (JSON decoded and runs rebuilt) make millions of objects that form
+    no cycle and live until the command ends: the collector would walk them again and again as they are made,
+    and at every collection after. In a process that keeps objects out of its walks already, the collector sees
+    them as it sees the rest.
+    """
     enabled = gc.isenabled()
     gc.disable()
     try:
-        read = read_runs(paths, prices)
+        yield
+    finally:
         if not gc.get_freeze_count():
             gc.freeze()
-    finally:
         if enabled:
             gc.enable()
-    _READ.append(read)
-    return read
 
 
 def _print_problems(problems: Sequence[str]) -> None:
@@ -65,9 +74,10 @@ def _print_problems(problems: Sequence[str]) -> None:
 
 
 def cmd_trajectory(args: argparse.Namespace) -> int:
-    from trajgrade.reports.dicts import trajectory_to_dict
+    with _collection_paused():
+        from trajgrade.reports.dicts import trajectory_to_dict
 
-    runs, problems = _trajectories(args.paths)
+        runs, problems = _trajectories(args.paths)
     if args.format == "json":
         print(json.dumps({"runs": [trajectory_to_dict(t) for t in runs]}, indent=2, sort_keys=False))
     else:
@@ -121,15 +131,16 @@ def _write_reports(reports: Sequence[tuple[str, RunReport]], fmt: str, output: s
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
-    from trajgrade.core.config_loading import load_config
-    from trajgrade.core.running import grade_run
+    with _collection_paused():
+        from trajgrade.core.config_loading import load_config
+        from trajgrade.core.running import grade_run
 
-    try:
-        config = load_config(args.config)
-    except ConfigError as e:
-        print(f"trajgrade: {e}", file=sys.stderr)
-        return 2
-    runs, problems = _read_for_life(args.paths, dict(config.prices))
+        try:
+            config = load_config(args.config)
+        except ConfigError as e:
+            print(f"trajgrade: {e}", file=sys.stderr)
+            return 2
+        runs, problems = _read_for_life(args.paths, dict(config.prices))
     reports = [(run.path, grade_run(config, run.trajectory)) for run in runs]
     _write_reports(reports, args.format, args.output)
     _print_problems(problems)
@@ -139,37 +150,39 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from dataclasses import replace
+    with _collection_paused():
+        from dataclasses import replace
 
-    from pydantic import ValidationError
+        from pydantic import ValidationError
 
-    from trajgrade.core.compare import match_runs
-    from trajgrade.core.config_loading import load_config
-    from trajgrade.core.graders.baseline import BaselineConfig, against
-    from trajgrade.core.running import RunReport, grade_run
+        from trajgrade.core.compare import match_runs
+        from trajgrade.core.config_loading import load_config
+        from trajgrade.core.graders.baseline import BaselineConfig, against
+        from trajgrade.core.running import RunReport, grade_run
 
-    try:
-        config = load_config(args.config) if args.config else None
-        tolerance = BaselineConfig.model_validate(
-            {
-                "path": args.baseline,
-                "key": "agent" if args.key == "file" else args.key,  # files are matched below
-                "max_tool_edits": None if args.max_tool_edits < 0 else args.max_tool_edits,
-                "max_increase": dict(_increase(x) for x in args.max_increase),
-            }
-        )
-    except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(x) for x in first["loc"])
-        print(
-            f"trajgrade: {where + ': ' if where else ''}{first['msg'].removeprefix('Value error, ')}", file=sys.stderr
-        )
-        return 2
-    except (ConfigError, ValueError) as e:
-        print(f"trajgrade: {e}", file=sys.stderr)
-        return 2
-    baseline = tolerance.runs
-    candidate, problems = _read_for_life(args.candidate, dict(config.prices) if config else None)
+        try:
+            config = load_config(args.config) if args.config else None
+            tolerance = BaselineConfig.model_validate(
+                {
+                    "path": args.baseline,
+                    "key": "agent" if args.key == "file" else args.key,  # files are matched below
+                    "max_tool_edits": None if args.max_tool_edits < 0 else args.max_tool_edits,
+                    "max_increase": dict(_increase(x) for x in args.max_increase),
+                }
+            )
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(str(x) for x in first["loc"])
+            print(
+                f"trajgrade: {where + ': ' if where else ''}{first['msg'].removeprefix('Value error, ')}",
+                file=sys.stderr,
+            )
+            return 2
+        except (ConfigError, ValueError) as e:
+            print(f"trajgrade: {e}", file=sys.stderr)
+            return 2
+        baseline = tolerance.runs
+        candidate, problems = _read_for_life(args.candidate, dict(config.prices) if config else None)
     try:
         pairs, unmatched, missing = match_runs(baseline, candidate, args.key)
     except ValueError as e:

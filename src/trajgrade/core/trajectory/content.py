@@ -9,7 +9,7 @@ walks it. Values are parsed lazily where most graders never read them (a tool ca
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgspec
@@ -49,14 +49,16 @@ def parse_json_value(value: Any) -> Any:
     return value
 
 
-def _parts(messages: Any, part_type: str) -> Iterator[dict[str, Any]]:
+def _parts(messages: Any, part_type: str) -> list[dict[str, Any]]:
     """The message parts of one type in GenAI messages (parsed when JSON text), in order."""
     messages = parse_json_value(messages)
+    found: list[dict[str, Any]] = []
     for message in messages if isinstance(messages, list | tuple) else ():
         parts = message.get(cf.MESSAGE_PARTS) if isinstance(message, dict) else None
         for part in parts if isinstance(parts, list | tuple) else ():
             if isinstance(part, dict) and part.get(cf.PART_TYPE) == part_type:
-                yield part
+                found.append(part)
+    return found
 
 
 def requested(r: SpanRecord) -> tuple[Request, ...]:

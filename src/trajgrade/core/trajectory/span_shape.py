@@ -114,29 +114,42 @@ class SpanShape:
 _SHAPES: dict[tuple[str, ...], SpanShape] = {}
 #: Key tuples remembered at most (then forgotten all at once): far more than the kinds of span a fleet sends.
 _MAX_SHAPES = 4096
-#: The last key tuple looked up, with its shape: runs of spans of one kind repeat it, and an instrumentation's
-#: keys are the same string objects on every span, so comparing them one by one costs less than making and
-#: hashing a tuple of them (one read, one write: threads that look shapes up at once see a whole pair).
-_last: tuple[tuple[str, ...], SpanShape | None] = ((), None)
+#: The last two key tuples looked up, with their shapes, the latest first: a run's spans are mostly of two kinds
+#: (model calls and tool calls, in turn), and an instrumentation's keys are the same string objects on every
+#: span, so comparing them one by one costs less than making and hashing a tuple of them (one read, one write:
+#: threads that look shapes up at once see whole pairs).
+_recent: tuple[tuple[tuple[str, ...], SpanShape | None], tuple[tuple[str, ...], SpanShape | None]] = (
+    ((), None),
+    ((), None),
+)
 
 
 def shape_of(attributes: dict[str, Any]) -> SpanShape:
     """The shape of a span's attributes (remembered by key tuple)."""
-    global _last
-    last_keys, shape = _last
-    if shape is not None and len(attributes) == len(last_keys):
-        i = 0
-        for key in attributes:
-            if key is not last_keys[i]:
-                break
-            i += 1
-        else:
-            return shape
-    keys = tuple(attributes)
+    global _recent
+    recent = _recent
+    latest, before = recent
+    if latest[1] is not None and _same_keys(attributes, latest[0]):
+        return latest[1]
+    if before[1] is not None and _same_keys(attributes, before[0]):
+        return before[1]
+    keys = tuple([key for key in attributes])
     shape = _SHAPES.get(keys)
     if shape is None:
         if len(_SHAPES) >= _MAX_SHAPES:
             _SHAPES.clear()
         shape = _SHAPES[keys] = SpanShape.of(keys)
-    _last = (keys, shape)
+    _recent = ((keys, shape), latest)
     return shape
+
+
+def _same_keys(attributes: dict[str, Any], keys: tuple[str, ...]) -> bool:
+    """Whether ``attributes`` has ``keys``, the same string objects in the same order."""
+    if len(attributes) != len(keys):
+        return False
+    i = 0
+    for key in attributes:
+        if key is not keys[i]:
+            return False
+        i += 1
+    return True
