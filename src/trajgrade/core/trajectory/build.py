@@ -29,7 +29,7 @@ from trajgrade.core.trajectory.model import Step, Trajectory
 from trajgrade.core.trajectory.normalize import SpanRecord
 from trajgrade.core.trajectory.summary import agent_summaries, run_summary
 from trajgrade.core.trajectory.tool_requests import ToolRequests
-from trajgrade.core.trajectory.tree import delegations, fold_llm_spans, fold_tool_spans, walk
+from trajgrade.core.trajectory.tree import Node, delegations, fold_llm_spans, fold_tool_spans, walk
 
 __all__ = ["build_trajectories", "build_trajectory", "is_run", "root_of"]
 
@@ -137,6 +137,26 @@ def build_trajectory(
     return _build(root, index, prices or {}, partial=partial, notes=())
 
 
+def _in_time_order(nodes: list[Node]) -> list[Node]:
+    """``nodes`` by start, then end, then span id: sorted by start alone (integers compare faster than tuples), then
+    each run of equal starts by the rest."""
+    ordered = sorted(nodes, key=_start)
+    i, n = 0, len(ordered)
+    while i < n:
+        start = ordered[i].record.start_unix_nano
+        j = i + 1
+        while j < n and ordered[j].record.start_unix_nano == start:
+            j += 1
+        if j - i > 1:
+            ordered[i:j] = sorted(ordered[i:j], key=lambda m: (m.record.end_unix_nano, m.record.span_id))
+        i = j
+    return ordered
+
+
+def _start(node: Node) -> int:
+    return node.record.start_unix_nano
+
+
 def _build(
     root: SpanRecord,
     index: Mapping[str, SpanRecord],
@@ -152,9 +172,7 @@ def _build(
     asked_by = {n.record.span_id: requested(n.record) for n in llm_nodes}
     tool_nodes = fold_tool_spans([n for n in nodes if n.record.kind == sc.TOOL])
     tool_nodes += delegations(nodes, asked_by)
-    ordered = sorted(
-        llm_nodes + tool_nodes, key=lambda n: (n.record.start_unix_nano, n.record.end_unix_nano, n.record.span_id)
-    )
+    ordered = _in_time_order(llm_nodes + tool_nodes)
 
     outer_agent = next((n.record for n in nodes if n.record.kind == sc.AGENT), None)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeGuard
 
 import msgspec
 
@@ -49,13 +49,19 @@ def parse_json_value(value: Any) -> Any:
     return value
 
 
+def _is_array(value: Any) -> TypeGuard[list[Any] | tuple[Any, ...]]:
+    """Whether ``value`` is a JSON array as parsed (a list) or as an attribute holds it (a tuple); two checks, as
+    compiled code checks one type at a time faster than a union."""
+    return isinstance(value, list) or isinstance(value, tuple)
+
+
 def _parts(messages: Any, part_type: str) -> list[dict[str, Any]]:
     """The message parts of one type in GenAI messages (parsed when JSON text), in order."""
     messages = parse_json_value(messages)
     found: list[dict[str, Any]] = []
-    for message in messages if isinstance(messages, list | tuple) else ():
+    for message in messages if _is_array(messages) else ():
         parts = message.get(cf.MESSAGE_PARTS) if isinstance(message, dict) else None
-        for part in parts if isinstance(parts, list | tuple) else ():
+        for part in parts if _is_array(parts) else ():
             if isinstance(part, dict) and part.get(cf.PART_TYPE) == part_type:
                 found.append(part)
     return found
@@ -194,7 +200,7 @@ def tool_definitions(records: Iterable[SpanRecord]) -> dict[str, Any]:
                 continue
             seen.add(r.tool_definitions)
         raw = parse_json_value(r.tool_definitions)
-        for item in raw if isinstance(raw, list | tuple) else ():
+        for item in raw if _is_array(raw) else ():
             item = parse_json_value(item)
             if isinstance(item, dict):
                 _add_definition(found, item)
