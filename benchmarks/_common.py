@@ -25,6 +25,8 @@ def compile_bytecode() -> None:
     timed here does not compile them at every start (an editable install run with ``PYTHONDONTWRITEBYTECODE`` set
     would)."""
     compileall.compile_dir(ROOT / "src", quiet=1)
+
+
 os.chdir(ROOT)  # every_grader.yaml names its baseline run by a path from the repository's root
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"

@@ -5,7 +5,8 @@ temporary directory and times ``trajgrade grade --config benchmarks/every_grader
 FILE`` as a subprocess from the repository root (the graders file names its baseline run by a relative path).
 Markdown is the report format that renders least (the run table and each failed grader's explanation, cut
 short, without evidence: 2 KiB for the 1,000-step run, where JSON writes 1 MB); the report goes to a file, as in
-CI.
+CI. The interpreted modules' bytecode is written first (:func:`_common.compile_bytecode`), as installing trajgrade
+from a wheel writes it.
 
 Start-up is the command's own fixed cost: ``trajgrade grade`` with the same graders file on the one-step run
 (the interpreter, the imports, loading and validating the graders file with its baseline run, grading and

@@ -1,4 +1,5 @@
-"""Start-up of the command line: ``trajgrade --version`` (target under 0.2 s), beside ``python -c pass``."""
+"""Start-up of the command line: ``trajgrade --version`` (target under 0.2 s), beside ``python -c pass``; with the
+interpreted modules' bytecode written first, as installing from a wheel writes it."""
 
 from __future__ import annotations
 

@@ -31,10 +31,10 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
-from trajgrade.core import semconv as sc
 from trajgrade.core.assembler import Assembler, TraceBuffer
 from trajgrade.core.inflight import Breach, InFlightChecks
 from trajgrade.core.internal_errors import UnreadableSpan, report_internal_error
+from trajgrade.core.spans import is_own, is_root
 from trajgrade.core.trajectory.build import build_trajectory, is_run, root_of
 from trajgrade.core.trajectory.cost import Price
 from trajgrade.core.trajectory.model import Trajectory
@@ -48,16 +48,6 @@ X = TypeVar("X")
 ROOT_NEVER_ARRIVED = "the root span never arrived: graded from the spans that did"
 ROOT_NEVER_ENDED = "the root span had not ended when the run was graded"
 SETTLE_CUT_SHORT = "graded at shutdown before its settle time was over"
-
-
-def is_root(parent_span_id: object, parent_is_remote: bool | None) -> bool:
-    """Whether a span is a run's root: it has no parent, or its parent is in another process."""
-    return parent_span_id is None or parent_is_remote is True
-
-
-def is_own(scope_name: str | None) -> bool:
-    """Whether a span is trajgrade's own (its evaluation span): never part of a run."""
-    return scope_name == sc.TRAJGRADE_SCOPE
 
 
 @dataclass(frozen=True, slots=True)

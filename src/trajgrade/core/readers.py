@@ -40,7 +40,7 @@ _STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR
 NOT_TRACE_DATA = "no resourceSpans: not OTLP trace data"
 #: Messages nest at most this deep below the request, as protobuf's parser (upb) and the sidecar's reader take
 #: them: a span attribute's value can hold 47 arrays one in another, or 31 key-value lists.
-MAX_MESSAGE_DEPTH = 100
+MAX_MESSAGE_DEPTH: Final = 100
 #: The message depth of an attribute's value (AnyValue) below the request: Request > ResourceSpans > Resource >
 #: KeyValue > AnyValue; a span's a level deeper (ScopeSpans > Span), an event's two.
 _RESOURCE_VALUE: Final = 4
@@ -50,7 +50,7 @@ _TOO_LONG = "invalid JSON: a number of more than 4,300 digits"
 #: A decimal integer as OTLP/JSON writes 64-bit numbers: ASCII digits only (``int()`` also takes "²" and "٣"),
 #: at most 20 of them (``int()`` of thousands of digits is slow, and past 4,300 refused).
 _DECIMAL = re.compile(r"[+-]?[0-9]{1,20}")
-_ZERO_SPAN_ID = "0" * 16
+_ZERO_SPAN_ID: Final = "0000000000000000"
 #: The fields of otlp_json_types.AnyValue, in order.
 _STRING: Final = 0
 _INT: Final = 1
@@ -59,6 +59,9 @@ _DOUBLE: Final = 3
 _ARRAY: Final = 4
 _KVLIST: Final = 5
 _BYTES: Final = 6
+#: otlp_json_types' constants, read as this module's own (a compiled module reads its final names directly).
+_UNSET: Final[Any] = MISSING_FIELD
+_FIELDS: Final[Any] = VALUE_FIELDS
 #: The fields of otlp_json_types.Span that the typed reader reads, by their index (checked below).
 _TRACE_ID: Final = 0
 _SPAN_ID: Final = 1
@@ -595,7 +598,7 @@ def _plain_span(
 
 def _plain_time(value: Any) -> int | None:
     """A time as a string of at most 19 ASCII digits (below 2**64), or ``None`` for the shared helper to read."""
-    if type(value) is str and 0 < len(value) < 20 and _digits(value):
+    if type(value) is str and 0 < len(value) < 20 and value.isascii() and value.isdigit():
         return int(value)
     return None
 
@@ -627,7 +630,7 @@ def _plain_attributes(kvs: Any, depth: int) -> dict[str, Any]:
                 out[key] = text
                 continue
             text = value.get("intValue")
-            if type(text) is str and 0 < len(text) < 19 and _digits(text):
+            if type(text) is str and 0 < len(text) < 19 and text.isascii() and text.isdigit():
                 out[key] = int(text)
                 continue
         out[key] = _plain_value(value, depth)
@@ -712,7 +715,7 @@ def _typed_span(
     keys: dict[str, str],
 ) -> JsonSpan:
     """A span; ``traces`` and ``parents`` as in :func:`_plain_span`, ``keys`` as in :func:`_typed_attributes`."""
-    fields: tuple[Any, ...] = VALUE_FIELDS(span)  # one call rather than a look-up per field
+    fields: tuple[Any, ...] = _FIELDS(span)  # one call rather than a look-up per field
     text = fields[_TRACE_ID]
     if not text:
         raise _NotPlain  # no trace id: the reference reader names the problem
@@ -774,18 +777,9 @@ def _typed_time(value: Any, key: str) -> int:
     """A 64-bit unsigned integer field (a time, the flags): 0 when absent."""
     if value is None:
         return 0
-    if type(value) is str and 0 < len(value) < 20 and _digits(value):
+    if type(value) is str and 0 < len(value) < 20 and value.isascii() and value.isdigit():
         return int(value)
     return _uint64(value, "", key)
-
-
-def _digits(text: str) -> bool:
-    """Whether ``text`` is ASCII digits only (``str.isdigit`` also takes "²" and "٣")."""
-    for i in range(len(text)):
-        c = ord(text[i])
-        if c < 48 or c > 57:
-            return False
-    return True
 
 
 def _lower_hex(text: str) -> bool:
@@ -815,8 +809,8 @@ def _typed_value(value: Any, depth: int) -> Any:
         return None
     if depth > MAX_MESSAGE_DEPTH:
         raise _NotPlain
-    unset = MISSING_FIELD
-    fields: tuple[Any, ...] = VALUE_FIELDS(value)  # one call rather than a look-up per field
+    unset = _UNSET
+    fields: tuple[Any, ...] = _FIELDS(value)  # one call rather than a look-up per field
     out: Any = None
     found = -1
     for i in range(len(fields)):
@@ -837,7 +831,7 @@ def _typed_value(value: Any, depth: int) -> Any:
 
 
 def _typed_int(number: Any) -> int:
-    if type(number) is str and not (0 < len(number) < 19 and _digits(number)):
+    if type(number) is str and not (0 < len(number) < 19 and number.isascii() and number.isdigit()):
         if not _DECIMAL.fullmatch(number):
             raise _NotPlain
     value = int(number)

@@ -7,8 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from trajgrade.core.collector import RunCollector, is_own, is_root
+from trajgrade.core.collector import RunCollector
 from trajgrade.core.readers import NOT_TRACE_DATA, read_path
+from trajgrade.core.spans import is_own, is_root
 from trajgrade.core.trajectory import Trajectory, normalize
 from trajgrade.core.trajectory.cost import Price
 from trajgrade.exceptions import TraceDecodeError

@@ -18,14 +18,30 @@ import binascii
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
+from trajgrade.core.semconv import TRAJGRADE_SCOPE
+
 if TYPE_CHECKING:  # types only: reading files and rebuilding runs loads neither protobuf nor the SDK
     from opentelemetry.proto.common.v1 import common_pb2
     from opentelemetry.proto.trace.v1 import trace_pb2
     from opentelemetry.sdk.trace import ReadableSpan
 
-__all__ = ["Events", "JsonSpan", "ProtoSpan", "SdkSpan", "SpanEvent", "SpanView"]
+__all__ = ["Events", "JsonSpan", "ProtoSpan", "SdkSpan", "SpanEvent", "SpanView", "is_own", "is_root"]
 
-STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
+STATUS_UNSET: Final = 0
+STATUS_OK: Final = 1
+STATUS_ERROR: Final = 2
+
+
+def is_root(parent_span_id: object, parent_is_remote: bool | None) -> bool:
+    """Whether a span is a run's root: it has no parent, or its parent is in another process."""
+    return parent_span_id is None or parent_is_remote is True
+
+
+def is_own(scope_name: str | None) -> bool:
+    """Whether a span is trajgrade's own (its evaluation span): never part of a run."""
+    return scope_name == TRAJGRADE_SCOPE
+
+
 # OTLP span flags: bit 8 says whether bit 9 (the parent is remote) is known.
 _FLAG_HAS_IS_REMOTE, _FLAG_IS_REMOTE = 0x100, 0x200
 _EMPTY: Mapping[str, Any] = {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from typing import Any, TypeGuard
+from typing import Any, Final, TypeGuard
 
 import msgspec
 
@@ -23,14 +23,14 @@ __all__ = ["Request", "final_output", "parse_json_value", "requested", "tool_cal
 #: A tool call the model requested: (tool-call id, tool name, raw arguments or MISSING).
 Request = tuple[str | None, str | None, Any]
 
-_MAX_JSON_CHARS = 1_000_000
+_MAX_JSON_CHARS: Final = 1_000_000
 #: msgspec's decoder: twice as fast as the standard one, and where it decodes a text it gives what ``json.loads``
 #: gives (numbers of any size up to the same 4,300 digits, the last of duplicate keys); what it refuses (NaN,
 #: a lone surrogate, other text after the value) is left to the standard decoder.
-_decode_json: Callable[[str], Any] = msgspec.json.Decoder().decode
+_decode_json: Final[Callable[[str], Any]] = msgspec.json.Decoder().decode
 #: The standard decoder's own scanner: ``json.loads`` around it costs three times the scan on a short object.
-_scan_json: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
-_JSON_WHITESPACE = " \t\n\r"
+_scan_json: Final[Callable[[str, int], tuple[Any, int]]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+_JSON_WHITESPACE: Final = " \t\n\r"
 
 
 def parse_json_value(value: Any) -> Any:

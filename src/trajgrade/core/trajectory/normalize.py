@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from trajgrade.core import content_formats as cf
 from trajgrade.core import semconv as sc
@@ -44,7 +44,7 @@ class _Missing:
         return False
 
 
-MISSING: Any = _Missing()
+MISSING: Final[Any] = _Missing()
 
 
 @dataclass(slots=True, init=False)

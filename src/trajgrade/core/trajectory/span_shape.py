@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from trajgrade.core import semconv as sc
 
@@ -111,9 +111,9 @@ class SpanShape:
         )
 
 
-_SHAPES: dict[tuple[str, ...], SpanShape] = {}
+_SHAPES: Final[dict[tuple[str, ...], SpanShape]] = {}
 #: Key tuples remembered at most (then forgotten all at once): far more than the kinds of span a fleet sends.
-_MAX_SHAPES = 4096
+_MAX_SHAPES: Final = 4096
 #: The last two key tuples looked up, with their shapes, the latest first: a run's spans are mostly of two kinds
 #: (model calls and tool calls, in turn), and an instrumentation's keys are the same string objects on every
 #: span, so comparing them one by one costs less than making and hashing a tuple of them (one read, one write:
