@@ -3,7 +3,8 @@
 Prices come from the user's overrides first, then from ``genai-prices`` (the ``prices`` extra; its data
 is bundled and it never goes to the network unless asked). An unknown model gives an unknown cost, never
 zero. Per-token rates are looked up once per (model, provider) at a 1,000-token request size, so long
-runs cost one look-up per model, not one per call; tiered prices above that size are not applied.
+runs cost one look-up per model, not one per call (the cache rates only for a model whose calls read or
+write the cache); tiered prices above that size are not applied.
 """
 
 from __future__ import annotations
@@ -36,11 +37,18 @@ def call_cost(
     """The USD cost of one call, or ``None`` when the model or the tokens are unknown."""
     if model is None or usage is None or usage.input_tokens is None or usage.output_tokens is None:
         return None
-    price = overrides.get(model) or _genai_price(model, provider if provider not in sc.FRAMEWORK_PROVIDERS else None)
-    if price is None:
-        return None
     cache_read = usage.cache_read_tokens or 0
     cache_write = usage.cache_write_tokens or 0
+    price = overrides.get(model)
+    if price is None:
+        provider = provider if provider not in sc.FRAMEWORK_PROVIDERS else None
+        rates = _genai_rates(model, provider)
+        if rates is None:
+            return None
+        if not cache_read and not cache_write:  # most calls: the cache rates are not looked up
+            return (max(usage.input_tokens, 0) * rates[0] + usage.output_tokens * rates[1]) / 1e6
+        cache_rates = _genai_cache_rates(model, provider)
+        price = Price(input=rates[0], output=rates[1], cache_read=cache_rates[0], cache_write=cache_rates[1])
     if not cache_read and not cache_write:  # most calls
         return (max(usage.input_tokens, 0) * price.input + usage.output_tokens * price.output) / 1e6
     # OpenTelemetry's input tokens include cached tokens; price those at their own rate when one is known.
@@ -71,30 +79,40 @@ def load_prices() -> None:
 
 
 @functools.lru_cache(maxsize=512)
-def _genai_price(model: str, provider: str | None) -> Price | None:
+def _genai_rates(model: str, provider: str | None) -> tuple[float, float] | None:
+    """USD per million input and output tokens (``None`` when genai-prices does not know the model)."""
+    input_rate = _per_million(model, provider, input_tokens=_PROBE_TOKENS, output_tokens=0)
+    output_rate = _per_million(model, provider, input_tokens=0, output_tokens=_PROBE_TOKENS)
+    if input_rate is None or output_rate is None:
+        return None
+    return input_rate, output_rate
+
+
+@functools.lru_cache(maxsize=512)
+def _genai_cache_rates(model: str, provider: str | None) -> tuple[float | None, float | None]:
+    """USD per million cache-read and cache-write tokens, looked up for the first call that has them (each
+    look-up takes milliseconds)."""
+    n = _PROBE_TOKENS
+    return (
+        _per_million(model, provider, input_tokens=n, cache_read_tokens=n, output_tokens=0),
+        _per_million(model, provider, input_tokens=n, cache_write_tokens=n, output_tokens=0),
+    )
+
+
+def _per_million(model: str, provider: str | None, **tokens: int) -> float | None:
+    """What genai-prices charges for ``tokens``, per million of the probe size; ``None`` when it cannot say."""
     try:
         from genai_prices import Usage as PriceUsage
         from genai_prices import calc_price
     except ImportError:
         return None
-
-    def per_million(**tokens: int) -> float | None:
+    try:
+        result = calc_price(PriceUsage(**tokens), model_ref=model, provider_id=provider)
+    except (LookupError, ValueError):
+        if provider is None:
+            return None
         try:
-            result = calc_price(PriceUsage(**tokens), model_ref=model, provider_id=provider)
+            result = calc_price(PriceUsage(**tokens), model_ref=model)
         except (LookupError, ValueError):
-            if provider is None:
-                return None
-            try:
-                result = calc_price(PriceUsage(**tokens), model_ref=model)
-            except (LookupError, ValueError):
-                return None
-        return float(result.total_price) * 1e6 / _PROBE_TOKENS
-
-    n = _PROBE_TOKENS
-    input_rate = per_million(input_tokens=n, output_tokens=0)
-    output_rate = per_million(input_tokens=0, output_tokens=n)
-    if input_rate is None or output_rate is None:
-        return None
-    cache_read = per_million(input_tokens=n, cache_read_tokens=n, output_tokens=0)
-    cache_write = per_million(input_tokens=n, cache_write_tokens=n, output_tokens=0)
-    return Price(input=input_rate, output=output_rate, cache_read=cache_read, cache_write=cache_write)
+            return None
+    return float(result.total_price) * 1e6 / _PROBE_TOKENS
