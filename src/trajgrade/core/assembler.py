@@ -25,6 +25,7 @@ from trajgrade.core.trajectory.normalize import SpanRecord, share_strings
 __all__ = ["Assembler", "TraceBuffer"]
 
 _RECENT = 4096
+_CHECK_LOCKS = 64
 
 
 @dataclass(slots=True)
@@ -33,7 +34,8 @@ class TraceBuffer:
     first_seen: float = field(default_factory=time.monotonic)
     dropped_spans: int = 0
     size: int = 0  # bytes of the items added with a size
-    #: In-flight checks (``inflight``): how many items they have seen, their state, and the lock of its feeder.
+    #: In-flight checks (``inflight``): how many items they have seen, their trackers, and the lock of its feeder
+    #: (one of the assembler's few, shared).
     checked: int = 0
     trackers: Any = None
     check_lock: Any = None
@@ -64,6 +66,9 @@ class Assembler:
         self._traces: dict[Hashable, TraceBuffer] = {}
         self._done: OrderedDict[Hashable, None] = OrderedDict()
         self._size = 0  # bytes of every buffered item added with a size
+        # The buffers' check locks, shared (a lock per trace would cost more than the trace's in-flight counts): a
+        # feeder holds one buffer's at a time, never while taking another.
+        self._check_locks = tuple(threading.Lock() for _ in range(_CHECK_LOCKS))
 
     def __len__(self) -> int:
         return len(self._traces)
@@ -175,7 +180,7 @@ class Assembler:
             found = [b for b in buffers if b.checked < len(b.records)]
             for b in found:
                 if b.check_lock is None:
-                    b.check_lock = threading.Lock()
+                    b.check_lock = self._check_locks[(id(b) >> 4) % _CHECK_LOCKS]
         return found
 
     def claim(self, buffer: TraceBuffer) -> list[SpanRecord]:

@@ -201,9 +201,8 @@ class RunCollector(Generic[P]):
         records = self._assembler.claim(buffer)
         if not records or buffer.unreadable:
             return []
-        if buffer.trackers is None:
-            buffer.trackers = {}
-        return self.checks.feed(buffer.trackers, records)
+        buffer.trackers, breaches = self.checks.feed(buffer.trackers, records)
+        return breaches
 
     def next_due(self) -> float | None:
         """When the next held run is due (the clock's time), if one is held."""

@@ -28,9 +28,10 @@ from trajgrade.core.trajectory.model import Step
 from trajgrade.core.trajectory.normalize import SpanRecord
 from trajgrade.exceptions import BudgetExceeded
 
-__all__ = ["Breach", "InFlightChecks", "RunTracker"]
+__all__ = ["Breach", "InFlightChecks", "RunTracker", "Trackers"]
 
 _REQUESTS_KEPT = 64
+_LIVES_KEPT = 512
 #: A run's entry for a check that keeps no state of it (None marks a check that has broken).
 _STATELESS: Any = object()
 
@@ -78,26 +79,49 @@ class InFlightChecks:
         self._enforced = tuple(enforced)
         self._prices: Mapping[str, Price] = config.prices
         self.enforcing = any(enforced)
+        #: The tuples of live gates the runs have come to, each kept once (runs break the same checks).
+        self._lives: dict[tuple[int, ...], tuple[int, ...]] = {}
 
     def __bool__(self) -> bool:
         return bool(self._gates)
 
-    def start(self) -> RunTracker:
-        """A tracker for a newly seen run."""
-        return RunTracker(self._gates, self._every, self._enforced, self._prices)
+    def start(self, service: str | None = None) -> RunTracker:
+        """A tracker for a newly seen run (of ``service``)."""
+        return RunTracker(self, service)
 
-    def feed(self, trackers: dict[str | None, RunTracker], records: list[SpanRecord]) -> list[Breach]:
+    def feed(self, trackers: Trackers, records: list[SpanRecord]) -> tuple[Trackers, list[Breach]]:
         """Feed a trace's newly ended spans, in order, to its runs' trackers (by service: a run is one service's, a
-        trace may cross several), starting a tracker for a run seen first; the breaches they cause."""
+        trace may cross several), starting a tracker for a run seen first; the trace's trackers and the breaches
+        they caused. A trace's trackers are None before its first span, then its one run's tracker, or a dict of
+        them by service once a second service appears."""
         breaches: list[Breach] = []
         for r in records:
-            tracker = trackers.get(r.service_name)
-            if tracker is None:
-                tracker = trackers[r.service_name] = self.start()
+            service = r.service_name
+            if trackers is None:
+                tracker = trackers = self.start(service)
+            elif isinstance(trackers, RunTracker):
+                tracker = trackers
+                if tracker.service != service:
+                    trackers = {tracker.service: tracker}
+                    tracker = trackers[service] = self.start(service)
+            else:
+                found_tracker = trackers.get(service)
+                if found_tracker is None:
+                    found_tracker = trackers[service] = self.start(service)
+                tracker = found_tracker
             found = tracker.add(r)
             if found:
                 breaches.extend(found)
-        return breaches
+        return trackers, breaches
+
+    def live(self, gates: tuple[int, ...]) -> tuple[int, ...]:
+        """The one copy of a tuple of live gates (at most a few hundred are kept)."""
+        kept = self._lives.get(gates)
+        if kept is None:
+            if len(self._lives) >= _LIVES_KEPT:
+                self._lives.clear()
+            kept = self._lives[gates] = gates
+        return kept
 
 
 #: What an ended span tells its parent: (LLM call below: did it report usage, did it fail) and (tool call below:
@@ -109,28 +133,21 @@ class RunTracker:
     """One open run's counts and checks; fed each of its span records once, as they end (not thread-safe: one
     feeder at a time)."""
 
-    __slots__ = ("_below", "_enforced", "_gates", "_live", "_prices", "_requests", "_states", "agent", "run")
+    __slots__ = ("_below", "_checks", "_live", "_requests", "_states", "agent", "run", "service")
 
-    def __init__(
-        self,
-        gates: tuple[Gate, ...],
-        live: tuple[int, ...],
-        enforced: tuple[bool, ...],
-        prices: Mapping[str, Price],
-    ) -> None:
-        self._gates = gates
-        self._enforced = enforced
+    def __init__(self, checks: InFlightChecks, service: str | None = None) -> None:
+        self._checks = checks
         #: What each gate's check keeps of this run, or ``_STATELESS``; None once the check has broken.
-        self._states: list[Any] = [g.start() if g.start is not None else _STATELESS for g in gates]
+        self._states: list[Any] = [g.start() if g.start is not None else _STATELESS for g in checks._gates]
         #: The indices of the gates whose checks have not broken (the others are not looked at again).
-        self._live = live
-        self._prices = prices
+        self._live = checks._every
         self._below: dict[str, _Below] = {}
         #: The tool calls the latest model calls asked for and no tool span took yet (a tool span without
-        #: arguments takes the requested ones, as in the trajectory).
-        self._requests: list[Request] = []
+        #: arguments takes the requested ones, as in the trajectory); None until a model call asks for one.
+        self._requests: list[Request] | None = None
         self.run = RunSoFar()
         self.agent: str | None = None
+        self.service = service
 
     def add(self, r: SpanRecord) -> list[Breach]:
         """Count one ended span; the breaches it causes (each grader's first only)."""
@@ -172,8 +189,9 @@ class RunTracker:
         breaches: list[Breach] = []
         step: Step | None = None
         broken = False
+        gates = self._checks._gates
         for i in self._live:
-            gate, state = self._gates[i], self._states[i]
+            gate, state = gates[i], self._states[i]
             if gate.on != ON_SPANS and (call == ON_SPANS or gate.on > call):
                 continue  # ON_TOOL_CALLS > ON_CALLS: a gate on tool calls lets no LLM call through
             if gate.over and not run.past(gate.over):
@@ -186,12 +204,12 @@ class RunTracker:
             if result is not None:
                 self._states[i] = None
                 broken = True
-                breach = Breach(r.trace_id, self.agent, result, self._enforced[i], r.service_name)
+                breach = Breach(r.trace_id, self.agent, result, self._checks._enforced[i], r.service_name)
                 if step is not None and step.response_id is not None and breach.span_id == step.span_id:
                     breach = replace(breach, response_id=step.response_id)
                 breaches.append(breach)
         if broken:
-            self._live = tuple(i for i in self._live if self._states[i] is not None)
+            self._live = self._checks.live(tuple(i for i in self._live if self._states[i] is not None))
         return breaches
 
     def _tell_parent(self, parent: str, below: _Below) -> None:
@@ -219,9 +237,13 @@ class RunTracker:
                 self._count_usage(r)
             return ON_SPANS
         run.llm_calls += 1
-        self._requests.extend(requested(r))
-        if len(self._requests) > _REQUESTS_KEPT:
-            del self._requests[: len(self._requests) - _REQUESTS_KEPT]
+        asked = requested(r)
+        if asked:
+            if self._requests is None:
+                self._requests = []
+            self._requests.extend(asked)
+            if len(self._requests) > _REQUESTS_KEPT:
+                del self._requests[: len(self._requests) - _REQUESTS_KEPT]
         if r.error:
             run.errors += 1
         if r.usage is not None:
@@ -240,7 +262,7 @@ class RunTracker:
         run.input_tokens += usage.input_tokens or 0
         run.output_tokens += usage.output_tokens or 0
         run.reasoning_tokens += usage.reasoning_tokens or 0
-        cost = r.cost_usd if r.cost_usd is not None else call_cost(r.model, r.provider, usage, self._prices)
+        cost = r.cost_usd if r.cost_usd is not None else call_cost(r.model, r.provider, usage, self._checks._prices)
         if cost is None:
             run.cost_unknown += 1
         else:
@@ -284,6 +306,8 @@ class RunTracker:
 
     def _take_request(self, r: SpanRecord) -> Request | None:
         """The model's request for this tool call: by call id, else the first of the same name."""
+        if self._requests is None:
+            return None
         for i, request in enumerate(self._requests):
             if (r.tool_call_id is not None and request[0] == r.tool_call_id) or (
                 r.tool_call_id is None and r.tool_name is not None and request[1] == r.tool_name
@@ -291,3 +315,7 @@ class RunTracker:
                 del self._requests[i]
                 return request
         return None
+
+
+#: A trace's run trackers (see :meth:`InFlightChecks.feed`).
+Trackers = RunTracker | dict[str | None, RunTracker] | None

@@ -60,6 +60,9 @@ class SpanRecord:
     start_unix_nano: int
     end_unix_nano: int
     error: bool
+    #: The parent is in another process (OTLP's flags, the SDK's remote context): its absence is expected. (Next to
+    #: ``error``: the compiled record keeps the two flags in one word.)
+    parent_is_remote: bool
     error_type: str | None
     error_message: str | None
     model: str | None
@@ -82,8 +85,6 @@ class SpanRecord:
     service_name: str | None
     #: Kept for root-like spans only (suite matching reads them).
     attributes: Mapping[str, Any] | None
-    #: The parent is in another process (OTLP's flags, the SDK's remote context): its absence is expected.
-    parent_is_remote: bool
 
     def __init__(
         self,
@@ -124,6 +125,7 @@ class SpanRecord:
         self.start_unix_nano = start_unix_nano
         self.end_unix_nano = end_unix_nano
         self.error = error
+        self.parent_is_remote = parent_is_remote
         self.error_type = error_type
         self.error_message = error_message
         self.model = model
@@ -142,7 +144,6 @@ class SpanRecord:
         self.output = output
         self.service_name = service_name
         self.attributes = attributes
-        self.parent_is_remote = parent_is_remote
 
 
 def classify(name: str, attributes: Mapping[str, Any]) -> str:
