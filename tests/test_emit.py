@@ -19,7 +19,7 @@ from factories import ROOT_ID, TRACE_ID, llm, run, tool
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import (
@@ -34,7 +34,10 @@ from opentelemetry.trace import (
 )
 
 from trajgrade import Evidence, GraderResult, RunReport, grade_run, parse_config
+from trajgrade.core import semconv as sc
 from trajgrade.core.emit import (
+    add_breach_event,
+    breach_attributes,
     evaluation_logger,
     log_records,
     report_attributes,
@@ -43,6 +46,7 @@ from trajgrade.core.emit import (
     with_results,
 )
 from trajgrade.core.graders.catalogue import CATALOGUE
+from trajgrade.core.inflight import Breach
 from trajgrade.version import __version__
 
 EVENT = "gen_ai.evaluation.result"
@@ -435,3 +439,37 @@ def test_by_default_log_events_go_to_the_global_provider_only_when_it_is_the_sdk
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
     assert json.loads(out.stdout.splitlines()[-1]) == {"before": True, "after": True, "counts": [1, 1]}
+
+
+@pytest.mark.parametrize(
+    ("limits", "cut"),
+    [(SpanLimits(), False), (SpanLimits(max_attribute_length=20), True), (SpanLimits(max_event_attributes=5), True)],
+)
+def test_a_breach_event_on_the_open_root_is_what_add_event_would_make_of_it(limits: SpanLimits, cut: bool) -> None:
+    """Appended as made where the root's limits cut nothing, through ``add_event`` where they do: the exported
+    events are the same either way."""
+    evidence = (Evidence("the 4th call", ("00000000000000a1", "00000000000000a2")),)
+    failed = result(
+        name="calls",
+        type="tool-call-count",
+        status="fail",
+        score=0.0,
+        value=4,
+        limit=3,
+        evidence=evidence,
+        explanation="4 tool calls, more than the 3 allowed",
+    )
+    breach = Breach(TRACE_ID, "bench", failed, enforce=True)
+    exported: list[tuple[str, dict[str, Any]]] = []
+    for add in (add_breach_event, lambda span, b: span.add_event(sc.EVALUATION_RESULT_EVENT, breach_attributes(b))):
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider(span_limits=limits)
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        root = provider.get_tracer("t").start_span("invoke_agent bench")
+        add(root, breach)
+        root.end()
+        ((event,),) = [s.events for s in exporter.get_finished_spans()]
+        exported.append((event.name, dict(event.attributes or {})))
+    assert exported[0] == exported[1]
+    assert exported[0][1][sc.TRAJGRADE_ENFORCED] is True
+    assert exported[0][1] != breach_attributes(breach) if cut else exported[0][1] == breach_attributes(breach)

@@ -59,6 +59,7 @@ from trajgrade.version import __version__
 
 __all__ = [
     "EvaluationSpans",
+    "add_breach_event",
     "breach_attributes",
     "log_breach",
     "evaluation_logger",
@@ -314,7 +315,7 @@ class EvaluationSpans:
 
 
 def _add_events(
-    span: Any, attributes: Sequence[Mapping[str, AttributeValue]], timestamp: int, limits: SpanLimits | None
+    span: Any, attributes: Sequence[Mapping[str, AttributeValue]], timestamp: int | None, limits: SpanLimits | None
 ) -> None:
     """The results' ``gen_ai.evaluation.result`` events on ``span``.
 
@@ -322,7 +323,7 @@ def _add_events(
     twenty results, about half what grading the run costs. The attributes made here are valid as made (strings cut
     to ``_MAX_TEXT``, numbers, booleans, tuples of strings): on a span of the tracer made here, whose ``limits`` can
     neither cut a value nor drop an attribute, each event is appended as ``add_event`` would leave it. Elsewhere
-    they go through ``add_event``.
+    they go through ``add_event``. ``timestamp``: None for now.
     """
     add = getattr(span, "_add_event", None) if limits is not None and limits.max_attribute_length is None else None
     most = limits.max_event_attributes if limits is not None else None
@@ -331,6 +332,14 @@ def _add_events(
             add(Event(sc.EVALUATION_RESULT_EVENT, a, timestamp))
         else:
             span.add_event(sc.EVALUATION_RESULT_EVENT, a, timestamp=timestamp)
+
+
+def add_breach_event(span: Any, breach: Breach) -> None:
+    """A breach's ``gen_ai.evaluation.result`` event on its run's open root span, appended as made (``_add_events``)
+    where the span's own limits can neither cut a value nor drop an attribute. The root holds the event until the
+    run ends: ``add_event``'s copy of the attributes, with a dict and a lock of its own, would hold twice as much."""
+    limits = getattr(span, "_limits", None)
+    _add_events(span, (breach_attributes(breach),), None, limits if isinstance(limits, SpanLimits) else None)
 
 
 def breach_attributes(breach: Breach) -> dict[str, AttributeValue]:

@@ -43,7 +43,7 @@ from trajgrade.core.collector import CollectedRun, RunCollector, is_own
 from trajgrade.core.config import Config
 from trajgrade.core.emit import (
     EvaluationSpans,
-    breach_attributes,
+    add_breach_event,
     evaluation_logger,
     log_breach,
     log_records,
@@ -307,7 +307,7 @@ class GradingSpanProcessor(SpanProcessor):
                 self._stopped.setdefault(int(breach.trace_id, 16), breach)
         if root is not None:
             with internal_errors("emit breach", self._grading.count_internal_error):
-                root.add_event(sc.EVALUATION_RESULT_EVENT, breach_attributes(breach))
+                add_breach_event(root, breach)
         return root
 
     def _root_ended(self, span: ReadableSpan) -> bool:
