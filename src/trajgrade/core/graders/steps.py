@@ -17,7 +17,6 @@ __all__ = [
     "calls_named",
     "count_named",
     "each_name",
-    "each_named",
     "failed_span_ids",
     "not_plainly_valid",
     "span_ids",
@@ -77,13 +76,6 @@ def all_arguments_captured(calls: Sequence[Step]) -> bool:
 def each_name(names: Sequence[str], verdicts: dict[str, bool]) -> list[bool | None]:
     """The verdict on each name."""
     return [verdicts[name] for name in names]
-
-
-def each_named(
-    calls: Sequence[Step], names: Sequence[str], verdicts: dict[str, bool], check: Callable[[Step], bool | None]
-) -> list[bool | None]:
-    """``check(call)`` on each call (of tool ``names``) whose name ``verdicts`` accepts, False on the others."""
-    return [check(calls[i]) if verdicts[name] else False for i, name in enumerate(names)]
 
 
 def not_plainly_valid(calls: Sequence[Step], approved: Collection[str], validators: Mapping[str, Any]) -> list[int]:
