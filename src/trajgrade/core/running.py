@@ -72,21 +72,30 @@ def run_grader(grader: Grader, trajectory: Trajectory, timeout_s: float = DEFAUL
     done = running.done if running.trajectory is trajectory else None
     if done is None:
         return _run(grader, trajectory, timeout_s)
+    return _run_once(grader, trajectory, timeout_s, done)
+
+
+def _run_once(grader: Grader, trajectory: Trajectory, timeout_s: float, done: _Done) -> GraderResult:
+    """``grader``'s result, or the result of a grader of the same type and options already run (``done``)."""
     spec, options = grader.spec, grader.options
-    same_type = done.setdefault(spec.type, [])
-    for other_spec, other_options, earlier in same_type:
-        if other_spec is spec and (other_options is options or other_options == options):
-            return earlier if earlier.name == grader.name else replace(earlier, name=grader.name)
+    same_type = done.get(spec.type)
+    if same_type is None:
+        same_type = done[spec.type] = []
+    else:
+        for other_spec, other_options, earlier in same_type:
+            if other_spec is spec and (other_options is options or other_options == options):
+                return earlier if earlier.name == grader.name else replace(earlier, name=grader.name)
     result = _run(grader, trajectory, timeout_s)
     same_type.append((spec, options, result))
     return result
 
 
 def _run(grader: Grader, trajectory: Trajectory, timeout_s: float) -> GraderResult:
-    started = time.perf_counter()
     running = _running
     outer = running.timeout_s
-    running.timeout_s = timeout_s
+    if outer != timeout_s:
+        running.timeout_s = timeout_s
+    started = time.perf_counter()
     outer_budget = start_budget(timeout_s)
     try:
         result = grader.spec.grade(trajectory, grader.options, grader.name)
@@ -97,7 +106,8 @@ def _run(grader: Grader, trajectory: Trajectory, timeout_s: float) -> GraderResu
         return _error(grader, f"internal error in the grader: {type(e).__name__}: {e}", "internal")
     finally:
         end_budget(outer_budget)
-        running.timeout_s = outer
+        if outer != timeout_s:
+            running.timeout_s = outer
     elapsed = time.perf_counter() - started
     if elapsed > timeout_s:
         return _timeout(grader, f"took {elapsed:.2f}s, over its time budget of {timeout_s:g}s")
@@ -130,15 +140,24 @@ def aggregate(graders: Sequence[Grader], results: Sequence[GraderResult], scorin
     """(passed, score) of a list of results: the weighted mean of the counted results' scores (``scoring.weights``
     over the graders' own weights), and whether it reaches ``scoring.threshold`` (without one, whether every
     counted result passed). Skipped results are not counted; when none is counted, the list passes with 1."""
-    counted = [(g, r) for g, r in zip(graders, results, strict=True) if r.error_type != "skipped"]
-    if not counted:
+    by_name = scoring.weights
+    weights: list[float] = []
+    weighted: list[float] = []
+    passed = True
+    for g, r in zip(graders, results, strict=True):
+        if r.error_type == "skipped":
+            continue
+        w = by_name.get(g.name, g.weight) if by_name else g.weight
+        weights.append(w)
+        weighted.append(w * score_of(r))
+        passed = passed and r.status == "pass"
+    if not weights:
         return True, 1.0
-    weights = [scoring.weights.get(g.name, g.weight) for g, _ in counted]
     total = sum(weights)
-    score = sum(w * score_of(r) for w, (_, r) in zip(weights, counted, strict=True)) / total if total else 0.0
+    score = sum(weighted) / total if total else 0.0
     if scoring.threshold is not None:
         return score >= scoring.threshold, score
-    return all(r.status == "pass" for _, r in counted), score
+    return passed, score
 
 
 def grade_run(config: Config, trajectory: Trajectory) -> RunReport:
@@ -147,11 +166,13 @@ def grade_run(config: Config, trajectory: Trajectory) -> RunReport:
     if suite is None:
         return RunReport(trajectory=trajectory, suite=None, results=(), passed=True, score=1.0)
     running = _running
-    outer = running.trajectory, running.done
-    running.trajectory, running.done = trajectory, {}
+    outer = running.trajectory, running.done, running.timeout_s
+    done: _Done = {}
+    timeout_s = running.timeout_s = suite.scoring.timeout
+    running.trajectory, running.done = trajectory, done
     try:
-        results = tuple(run_grader(g, trajectory, suite.scoring.timeout) for g in suite.graders)
+        results = tuple([_run_once(g, trajectory, timeout_s, done) for g in suite.graders])
     finally:
-        running.trajectory, running.done = outer
+        running.trajectory, running.done, running.timeout_s = outer
     passed, score = aggregate(suite.graders, results, suite.scoring)
     return RunReport(trajectory=trajectory, suite=suite.name, results=results, passed=passed, score=score)
