@@ -10,7 +10,8 @@ Each grader runs under the suite's time limit (``scoring.timeout``), and so does
 
 A grader is a pure function of the run and its options: within one ``grade_run``, a grader of the same type and
 equal options as one already run (a composite's child that is also one of the suite's graders) is not run again;
-its result is the earlier one under its own name.
+its result is the earlier one under its own name. Graders that read the same fact of the run (the same comparisons
+of its calls) share it through ``grading_facts``: it is made once per ``grade_run``.
 """
 
 from __future__ import annotations
@@ -18,15 +19,25 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from trajgrade.core.config import Config, Grader, Scoring
 from trajgrade.core.graders.base import GraderConfig, GraderResult, GraderSpec
 from trajgrade.core.patterns import PatternTimeout, end_budget, start_budget
 from trajgrade.core.trajectory.model import Trajectory
 
-__all__ = ["DEFAULT_TIMEOUT_S", "RunReport", "aggregate", "grade_run", "run_children", "run_grader", "score_of"]
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "RunReport",
+    "aggregate",
+    "grade_run",
+    "grading_facts",
+    "run_children",
+    "run_grader",
+    "score_of",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -51,14 +62,23 @@ _Done = dict[str, list[tuple[GraderSpec, GraderConfig, GraderResult]]]
 
 class _Running(threading.local):
     """The time limit of the grader running on this thread, for the children it runs (a composite's); the run
-    ``grade_run`` is grading on this thread, and the graders run on it so far."""
+    ``grade_run`` is grading on this thread, the graders run on it so far, and the facts they share."""
 
     timeout_s: float = DEFAULT_TIMEOUT_S
     trajectory: Trajectory | None = None
     done: _Done | None = None
+    facts: dict[Hashable, Any] | None = None
 
 
 _running = _Running()
+
+
+def grading_facts(trajectory: Trajectory) -> dict[Hashable, Any] | None:
+    """The facts of ``trajectory`` that the graders of its grading share, by key, while ``grade_run`` grades it on
+    this thread (None otherwise): a grader that makes one keeps it there for the next that needs it. A fact is
+    read-only once kept."""
+    running = _running
+    return running.facts if running.trajectory is trajectory else None
 
 
 def run_grader(grader: Grader, trajectory: Trajectory, timeout_s: float = DEFAULT_TIMEOUT_S) -> GraderResult:
@@ -166,13 +186,13 @@ def grade_run(config: Config, trajectory: Trajectory) -> RunReport:
     if suite is None:
         return RunReport(trajectory=trajectory, suite=None, results=(), passed=True, score=1.0)
     running = _running
-    outer = running.trajectory, running.done, running.timeout_s
+    outer = running.trajectory, running.done, running.facts, running.timeout_s
     done: _Done = {}
     timeout_s = running.timeout_s = suite.scoring.timeout
-    running.trajectory, running.done = trajectory, done
+    running.trajectory, running.done, running.facts = trajectory, done, {}
     try:
         results = tuple([_run_once(g, trajectory, timeout_s, done) for g in suite.graders])
     finally:
-        running.trajectory, running.done, running.timeout_s = outer
+        running.trajectory, running.done, running.facts, running.timeout_s = outer
     passed, score = aggregate(suite.graders, results, suite.scoring)
     return RunReport(trajectory=trajectory, suite=suite.name, results=results, passed=passed, score=score)

@@ -36,10 +36,11 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
-from trajgrade.core.graders.repetition import json_equal, longest_repetition, same_call, unknown_count
+from trajgrade.core.graders.repetition import json_equal, longest_repetition, same_call, same_rows, unknown_count
 from trajgrade.core.graders.steps import calls_named
 from trajgrade.core.graders.watch import ON_TOOL_CALLS, Gate, Repetitions, RunSoFar
 from trajgrade.core.patterns import compile_pattern, name_filter
+from trajgrade.core.running import grading_facts
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS", "json_equal", "longest_repetition"]
@@ -77,10 +78,25 @@ class LoopOutcomeConfig(_RepeatConfig):
 def _of_run(t: Trajectory, c: MaxRepeatConfig | LoopOutcomeConfig) -> tuple[int, int, list[Step], int]:
     """(occurrences, period, the repeated calls, calls whose data ``c.match`` compares was not captured) over the
     watched calls."""
-    calls = calls_named(t.tool_steps, name_filter(c.tools))
-    unknown = unknown_count(calls, c.match)
-    occurrences, start, period = longest_repetition(calls, c.match, c.max_cycle_period)
+    calls, rows, unknown = _compared(t, c)
+    occurrences, start, period = longest_repetition(calls, c.match, c.max_cycle_period, rows)
     return occurrences, period, calls[start : start + occurrences * period], unknown
+
+
+def _compared(t: Trajectory, c: MaxRepeatConfig | LoopOutcomeConfig) -> tuple[list[Step], list[list[bool]], int]:
+    """The watched calls, which of them are the same as the call 1 .. ``max_cycle_period`` before them (``same_rows``),
+    and how many lack the data ``c.match`` compares: made once per grading for the graders of both types that watch
+    the same tools with the same ``match`` (the comparisons of the longest period asked for so far are kept)."""
+    facts = grading_facts(t)
+    key = ("repeats", c.tools, c.match)
+    kept = facts.get(key) if facts is not None else None
+    if kept is not None and len(kept[1]) > c.max_cycle_period:
+        return kept  # type: ignore[no-any-return]
+    calls = calls_named(t.tool_steps, name_filter(c.tools))
+    compared = calls, same_rows(calls, c.match, c.max_cycle_period), unknown_count(calls, c.match)
+    if facts is not None:
+        facts[key] = compared
+    return compared
 
 
 def _describe(occurrences: int, period: int, steps: list[Step]) -> str:
