@@ -36,7 +36,13 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
-from trajgrade.core.graders.repetition import json_equal, longest_repetition, same_call, same_rows, unknown_count
+from trajgrade.core.graders.repetition import (
+    json_equal,
+    longest_repetition,
+    longest_repetitions,
+    same_call,
+    unknown_count,
+)
 from trajgrade.core.graders.steps import calls_named
 from trajgrade.core.graders.watch import ON_TOOL_CALLS, Gate, Repetitions, RunSoFar
 from trajgrade.core.patterns import compile_pattern, name_filter
@@ -77,26 +83,22 @@ class LoopOutcomeConfig(_RepeatConfig):
 
 def _of_run(t: Trajectory, c: MaxRepeatConfig | LoopOutcomeConfig) -> tuple[int, int, list[Step], int]:
     """(occurrences, period, the repeated calls, calls whose data ``c.match`` compares was not captured) over the
-    watched calls."""
-    calls, rows, unknown = _compared(t, c)
-    occurrences, start, period = longest_repetition(calls, c.match, c.max_cycle_period, rows)
-    return occurrences, period, calls[start : start + occurrences * period], unknown
+    watched calls.
 
-
-def _compared(t: Trajectory, c: MaxRepeatConfig | LoopOutcomeConfig) -> tuple[list[Step], list[list[bool]], int]:
-    """The watched calls, which of them are the same as the call 1 .. ``max_cycle_period`` before them (``same_rows``),
-    and how many lack the data ``c.match`` compares: made once per grading for the graders of both types that watch
-    the same tools with the same ``match`` (the comparisons of the longest period asked for so far are kept)."""
+    The graders of both types in one grading that watch the same tools with the same ``match`` share one pass over
+    the calls (``grading_facts``): the first finds the longest repetition for every period up to its own
+    ``max_cycle_period``, which answers the others with a period up to that."""
     facts = grading_facts(t)
     key = ("repeats", c.tools, c.match)
-    kept = facts.get(key) if facts is not None else None
-    if kept is not None and len(kept[1]) > c.max_cycle_period:
-        return kept  # type: ignore[no-any-return]
-    calls = calls_named(t.tool_steps, name_filter(c.tools))
-    compared = calls, same_rows(calls, c.match, c.max_cycle_period), unknown_count(calls, c.match)
-    if facts is not None:
-        facts[key] = compared
-    return compared
+    kept: tuple[list[Step], list[tuple[int, int, int]], int] | None = facts.get(key) if facts is not None else None
+    if kept is None or len(kept[1]) <= c.max_cycle_period:
+        calls = calls_named(t.tool_steps, name_filter(c.tools))
+        kept = calls, longest_repetitions(calls, c.match, c.max_cycle_period), unknown_count(calls, c.match)
+        if facts is not None:
+            facts[key] = kept
+    calls, longest, unknown = kept
+    occurrences, start, period = longest[c.max_cycle_period]
+    return occurrences, period, calls[start : start + occurrences * period], unknown
 
 
 def _describe(occurrences: int, period: int, steps: list[Step]) -> str:

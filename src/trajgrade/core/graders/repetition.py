@@ -11,7 +11,7 @@ from typing import Any
 
 from trajgrade.core.trajectory.model import Step
 
-__all__ = ["json_equal", "known", "longest_repetition", "same_call", "same_rows", "unknown_count"]
+__all__ = ["json_equal", "known", "longest_repetition", "same_call", "longest_repetitions", "unknown_count"]
 
 
 def json_equal(a: Any, b: Any) -> bool:
@@ -70,41 +70,32 @@ def unknown_count(calls: list[Step], match: str) -> int:
     return sum(1 for s in calls if not known(s, match))
 
 
-def same_rows(calls: list[Step], match: str, max_period: int) -> list[list[bool]]:
-    """``rows[period][i]``: whether call i is the same as call i - period under ``match`` (False for i < period), for
-    periods 1 .. ``max_period`` (row 0 is empty). The graders of one grading that compare the same calls the same way
-    share them."""
-    n = len(calls)
-    rows: list[list[bool]] = [[]]
-    for period in range(1, max_period + 1):
-        row = [False] * n
-        for i in range(period, n):
-            row[i] = same_call(calls[i], calls[i - period], match)
-        rows.append(row)
-    return rows
-
-
-def longest_repetition(
-    calls: list[Step], match: str, max_period: int, rows: list[list[bool]] | None = None
-) -> tuple[int, int, int]:
+def longest_repetition(calls: list[Step], match: str, max_period: int) -> tuple[int, int, int]:
     """(occurrences, start index, period) of the longest back-to-back repetition of a block of calls.
 
     Whole blocks are counted; on a tie the shorter period (then the earlier start) wins. Each call is compared with
-    the ``max_period`` calls before it in one pass, so that a long run's calls are read once, not once per period;
-    ``rows`` (``same_rows`` of the calls, with at least ``max_period`` periods) gives those comparisons made.
+    the ``max_period`` calls before it in one pass, so that a long run's calls are read once, not once per period.
     """
+    return longest_repetitions(calls, match, max_period)[max_period]
+
+
+def longest_repetitions(calls: list[Step], match: str, max_period: int) -> list[tuple[int, int, int]]:
+    """``longest_repetition(calls, match, p)`` for every p from 1 to ``max_period``, at index p, from one pass: the
+    graders of one grading that compare the same calls the same way share it."""
     n = len(calls)
-    best_occurrences, best_start, best_period = (1 if n else 0), 0, 1
+    first = ((1 if n else 0), 0, 1)
+    best = [first] * (max_period + 1)  # by the longest period allowed
     matched = [0] * (max_period + 1)  # by period: calls so far, each the same as the call a period before it
     for i in range(1, n):
         call = calls[i]
         for period in range(1, min(max_period, i) + 1):
-            same = rows[period][i] if rows is not None else same_call(call, calls[i - period], match)
-            if not same:
+            if not same_call(call, calls[i - period], match):
                 matched[period] = 0
                 continue
             m = matched[period] = matched[period] + 1
             occurrences = (m + period) // period
-            if occurrences > best_occurrences or (occurrences == best_occurrences and period < best_period):
-                best_occurrences, best_start, best_period = occurrences, i - m - period + 1, period
-    return best_occurrences, best_start, best_period
+            for allowed in range(period, max_period + 1):
+                best_occurrences, _, best_period = best[allowed]
+                if occurrences > best_occurrences or (occurrences == best_occurrences and period < best_period):
+                    best[allowed] = (occurrences, i - m - period + 1, period)
+    return best
