@@ -81,10 +81,14 @@ def longest_repetition(calls: list[Step], match: str, max_period: int) -> tuple[
 
 def longest_repetitions(calls: list[Step], match: str, max_period: int) -> list[tuple[int, int, int]]:
     """``longest_repetition(calls, match, p)`` for every p from 1 to ``max_period``, at index p, from one pass: the
-    graders of one grading that compare the same calls the same way share it."""
+    graders of one grading that compare the same calls the same way share it.
+
+    The pass keeps, for each period, the most occurrences found and the earliest start of a repetition that long;
+    the longest repetition up to a period is then the longest of those, the shorter period first on a tie.
+    """
     n = len(calls)
-    first = ((1 if n else 0), 0, 1)
-    best = [first] * (max_period + 1)  # by the longest period allowed
+    most = [0] * (max_period + 1)  # by period: the most occurrences of a block found
+    start_of = [0] * (max_period + 1)  # by period: where the first repetition that long starts
     matched = [0] * (max_period + 1)  # by period: calls so far, each the same as the call a period before it
     for i in range(1, n):
         call = calls[i]
@@ -94,8 +98,10 @@ def longest_repetitions(calls: list[Step], match: str, max_period: int) -> list[
                 continue
             m = matched[period] = matched[period] + 1
             occurrences = (m + period) // period
-            for allowed in range(period, max_period + 1):
-                best_occurrences, _, best_period = best[allowed]
-                if occurrences > best_occurrences or (occurrences == best_occurrences and period < best_period):
-                    best[allowed] = (occurrences, i - m - period + 1, period)
+            if occurrences > most[period]:
+                most[period], start_of[period] = occurrences, i - m - period + 1
+    best = [((1 if n else 0), 0, 1)]
+    for period in range(1, max_period + 1):
+        longest = best[-1]
+        best.append((most[period], start_of[period], period) if most[period] > longest[0] else longest)
     return best
