@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import orjson
 
@@ -23,7 +23,7 @@ from trajgrade.core.trajectory.model import Trajectory
 __all__ = ["METRICS", "Comparison", "Edit", "compare", "match_runs", "run_key", "tool_call_text"]
 
 #: The counts compared, as ``Summary`` names them.
-METRICS = ("llm_calls", "tool_calls", "total_tokens", "cost_usd", "duration_ms")
+METRICS: Final = ("llm_calls", "tool_calls", "total_tokens", "cost_usd", "duration_ms")
 
 
 Op = Literal["equal", "insert", "delete", "replace"]
@@ -88,8 +88,25 @@ def _calls(t: Trajectory) -> list[str]:
     ]
 
 
+#: The call texts of the baselines compared lately, by run (id -> (run, texts)): a grader compares every run with
+#: the same baseline.
+_BASELINES: dict[int, tuple[Trajectory, list[str]]] = {}
+_BASELINES_KEPT: Final = 64
+
+
+def _baseline_calls(baseline: Trajectory) -> list[str]:
+    kept = _BASELINES.get(id(baseline))
+    if kept is not None and kept[0] is baseline:
+        return kept[1]
+    calls = _calls(baseline)
+    if len(_BASELINES) >= _BASELINES_KEPT:
+        _BASELINES.clear()
+    _BASELINES[id(baseline)] = (baseline, calls)
+    return calls
+
+
 def compare(baseline: Trajectory, candidate: Trajectory) -> Comparison:
-    before, after = _calls(baseline), _calls(candidate)
+    before, after = _baseline_calls(baseline), _calls(candidate)
     spans = [s.span_id for s in candidate.tool_steps]
     edits: list[Edit] = []
     count = 0

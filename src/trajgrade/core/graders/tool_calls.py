@@ -39,10 +39,11 @@ Edge cases:
 
 from __future__ import annotations
 
+from functools import cached_property
 from itertools import compress
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, Taxonomy, not_evaluable
 from trajgrade.core.graders.steps import each_name, tool_names
@@ -79,8 +80,6 @@ class ToolMatch(GraderConfig):
     final: bool | None = None
     at_step: Annotated[int, Field(ge=0, strict=True)] | None = None
     before_step: Annotated[int, Field(ge=1, strict=True)] | None = None
-    #: ``label()``, made once when the matcher is loaded (evidence quotes it on every run).
-    _label: str = PrivateAttr("")
 
     @model_validator(mode="after")
     def _check(self) -> ToolMatch:
@@ -95,13 +94,12 @@ class ToolMatch(GraderConfig):
             raise ValueError(
                 f"at_step ({self.at_step}) must be less than before_step ({self.before_step}): no step satisfies both"
             )
-        self._label = self._make_label()
         return self
 
+    @cached_property
     def label(self) -> str:
-        return self._label or self._make_label()
-
-    def _make_label(self) -> str:
+        """The matcher as evidence names it (made once: evidence quotes it on every run; not a field, so neither
+        compared nor dumped)."""
         extras = [f"{k}={v!r}" for k in ("command", "path", "result") if (v := getattr(self, k)) is not None]
         extras += [f"args.{k}={v!r}" for k, v in (self.args or {}).items()]
         return f"{self.name!r}" + (f" ({', '.join(extras)})" if extras else "")
@@ -204,7 +202,7 @@ def _required(m: ToolMatch, calls: list[Step], row: list[Match]) -> tuple[Verdic
     last = calls[-1] if calls else None
     last_sure = last is not None and row[-1] is True and _in_step(m, last)
     last_maybe = last is not None and row[-1] is None and _in_step(m, last)
-    label = f"required {m.label()}{where}"
+    label = f"required {m.label}{where}"
     found = f"{len(sure)} matching call(s)" + (f" of the {need} needed" if need > 1 else "")
     if len(sure) >= need and (not m.final or last_sure):
         return "met", Evidence(f"{label}: {found}", _ids(sure)), []
@@ -221,10 +219,10 @@ def _required(m: ToolMatch, calls: list[Step], row: list[Match]) -> tuple[Verdic
 def _disallowed(m: ToolMatch, calls: list[Step], row: list[Match]) -> tuple[Verdict, Evidence, list[Step]]:
     sure, maybe = _where(row, calls, True), _where(row, calls, None)
     if sure:
-        return "unmet", Evidence(f"disallowed {m.label()}: called {len(sure)} time(s)", _ids(sure)), []
+        return "unmet", Evidence(f"disallowed {m.label}: called {len(sure)} time(s)", _ids(sure)), []
     if maybe:
-        return "unknown", Evidence(f"disallowed {m.label()}: {len(maybe)} call(s) undecided", _ids(maybe)), maybe
-    return "met", Evidence(f"disallowed {m.label()}: not called"), []
+        return "unknown", Evidence(f"disallowed {m.label}: {len(maybe)} call(s) undecided", _ids(maybe)), maybe
+    return "met", Evidence(f"disallowed {m.label}: not called"), []
 
 
 def _subsequence(rows: list[list[Match]], accept: tuple[Match, ...]) -> tuple[int, list[int]]:
@@ -252,7 +250,7 @@ def _index(row: list[Match], value: Match, start: int) -> int:
 def _sequence(
     entries: tuple[ToolMatch, ...], calls: list[Step], rows: list[list[Match]]
 ) -> tuple[Verdict, Evidence, list[Step]]:
-    labels = " -> ".join(m.label() for m in entries)
+    labels = " -> ".join(m.label for m in entries)
     done, positions = _subsequence(rows, (True,))
     if done == len(entries):
         return "met", Evidence(f"sequence {labels}: satisfied in order", _ids([calls[p] for p in positions])), []
@@ -263,7 +261,7 @@ def _sequence(
         return "unknown", Evidence(f"sequence {labels}: {done} of {len(entries)} matched in order", matched), maybe
     missing = entries[done]
     text = (
-        f"sequence {labels}: {missing.label()} (entry {done}) not found after the previous entries "
+        f"sequence {labels}: {missing.label} (entry {done}) not found after the previous entries "
         f"({done} of {len(entries)} matched in order)"
     )
     return "unmet", Evidence(text, matched), []
@@ -357,7 +355,7 @@ def watch_tool_calls(c: ToolCallsConfig, name: str) -> Gate | None:
                 dropped.append(m)
                 continue
             if matched is True:
-                evidence = Evidence(f"disallowed {m.label()}: called", (step.span_id,))
+                evidence = Evidence(f"disallowed {m.label}: called", (step.span_id,))
                 return GraderResult(
                     name=name,
                     type="tool-calls",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 from trajgrade.core.trajectory.model import Step
 
@@ -38,6 +38,27 @@ def _result_texts(result: Any) -> tuple[str, ...]:
         return (str(result),)
 
 
+#: Answers an argument's test keeps (a run's calls repeat their argument values); past it, it keeps no more.
+_ANSWERS_KEPT: Final = 4096
+
+
+class _ArgumentTest:
+    """One argument's test, with its answer for each value met so far."""
+
+    def __init__(self, key: str, test: Test) -> None:
+        self.key = key
+        self.test = test
+        self.answers: dict[str, bool] = {}
+
+    def matches(self, value: str) -> bool:
+        answer = self.answers.get(value)
+        if answer is None:
+            answer = self.test(value)
+            if len(self.answers) < _ANSWERS_KEPT:
+                self.answers[value] = answer
+        return answer
+
+
 class DataMatcher:
     """Whether a call whose name matches a matcher matches it: True / False, or None when that depends on data the
     spans did not capture. ``required``: (argument, test) of ``command`` / ``path`` (a call lacking the argument is
@@ -46,8 +67,8 @@ class DataMatcher:
     def __init__(
         self, required: tuple[tuple[str, Test], ...], args: tuple[tuple[str, Test], ...], result: Test | None
     ) -> None:
-        self.required = required
-        self.args = args
+        self.required = [_ArgumentTest(key, test) for key, test in required]
+        self.args = [_ArgumentTest(key, test) for key, test in args]
         self.result = result
 
     def match(self, step: Step) -> bool | None:
@@ -60,18 +81,19 @@ class DataMatcher:
                 unknown = True
             else:
                 arguments = tool.arguments
-                for key, matches in self.required:
+                for test in self.required:
+                    key = test.key
                     value = _string_arg(arguments, key)
                     if value is None:
                         raise ConfigProblem(
                             f"{key} matcher on {tool.name!r}, but call {step.span_id} has no string {key!r} "
                             f"argument (use args: {{{key}: ...}} to match across tools that may lack it)"
                         )
-                    if not matches(value):
+                    if not test.matches(value):
                         return False
-                for key, matches in self.args:
-                    value = _string_arg(arguments, key)
-                    if value is None or not matches(value):
+                for test in self.args:
+                    value = _string_arg(arguments, test.key)
+                    if value is None or not test.matches(value):
                         return False
         result = self.result
         if result is not None:
