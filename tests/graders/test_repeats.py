@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from trajgrade import ConfigError, grade_run, parse_config
 from trajgrade.core.config import Grader
 from trajgrade.core.graders.base import GraderConfig, GraderResult, GraderSpec
-from trajgrade.core.graders.repeats import longest_repetition
+from trajgrade.core.graders.repeats import json_equal, longest_repetition
 from trajgrade.core.graders.repetition import longest_repetitions
 from trajgrade.core.running import grading_facts
 from trajgrade.core.trajectory import Step, Trajectory
@@ -96,6 +97,51 @@ def test_max_repeat_and_loop_outcome_share_one_comparison_of_the_calls() -> None
     (kept,) = seen
     assert isinstance(kept, tuple) and len(kept[1]) == 4  # periods 1 .. 3 of max-repeat's pass
     assert grading_facts(t) is None  # only while its grading runs
+
+
+def _json_equal_by_definition(a: object, b: object) -> bool:
+    """Equal JSON values: objects by keys in any order, arrays in order, 1 equal to 1.0, true not equal to 1."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, dict) or isinstance(b, dict):
+        return (
+            isinstance(a, dict)
+            and isinstance(b, dict)
+            and a.keys() == b.keys()
+            and all(_json_equal_by_definition(a[k], b[k]) for k in a)
+        )
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return (
+            type(a) is type(b)
+            and len(a) == len(b)
+            and all(_json_equal_by_definition(x, y) for x, y in zip(a, b, strict=True))
+        )
+    if isinstance(a, list | tuple) or isinstance(b, list | tuple):
+        return False
+    return a == b
+
+
+_json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-2, 2)
+    | st.sampled_from([1.0, 0.5, float("nan")])
+    | st.text("ab", max_size=2)
+)
+_json_values = st.recursive(
+    _json_scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from("xyz"), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=500, derandomize=True)
+@given(_json_values, _json_values)
+def test_json_equal_is_equality_of_json_values(a: object, b: object) -> None:
+    assert json_equal(a, b) == _json_equal_by_definition(a, b)
+    copy = json.loads(json.dumps(a))  # the same value parsed again: NaN is then another object
+    assert json_equal(a, copy) == _json_equal_by_definition(a, copy)
+    assert json_equal(a, a) == _json_equal_by_definition(a, a)
 
 
 def test_max_repeat_pass_and_fail_on_observation() -> None:
