@@ -17,6 +17,7 @@ from typing import Any, Final, Literal
 
 import orjson
 
+from trajgrade.core.memo import ByObject
 from trajgrade.core.runfiles import FileRun
 from trajgrade.core.trajectory.model import Trajectory
 
@@ -88,21 +89,8 @@ def _calls(t: Trajectory) -> list[str]:
     ]
 
 
-#: The call texts of the baselines compared lately, by run (id -> (run, texts)): a grader compares every run with
-#: the same baseline.
-_BASELINES: dict[int, tuple[Trajectory, list[str]]] = {}
-_BASELINES_KEPT: Final = 64
-
-
-def _baseline_calls(baseline: Trajectory) -> list[str]:
-    kept = _BASELINES.get(id(baseline))
-    if kept is not None and kept[0] is baseline:
-        return kept[1]
-    calls = _calls(baseline)
-    if len(_BASELINES) >= _BASELINES_KEPT:
-        _BASELINES.clear()
-    _BASELINES[id(baseline)] = (baseline, calls)
-    return calls
+#: The call texts of the baselines compared lately, by run: a grader compares every run with the same baseline.
+_baseline_calls: Final = ByObject(_calls, 64)
 
 
 def compare(baseline: Trajectory, candidate: Trajectory) -> Comparison:

@@ -30,6 +30,7 @@ from referencing.exceptions import NoSuchResource
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
 from trajgrade.core.graders.steps import not_plainly_valid, span_ids_by_name, tool_calls
+from trajgrade.core.memo import ByObject
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS"]
@@ -276,29 +277,15 @@ def _validators(schemas: dict[str, Any]) -> tuple[dict[str, _Schema], dict[str, 
 
 _COMPILED: dict[str, _Schema | str | None] = {}
 _COMPILED_MAX = 512
-#: The same, by the schema object itself (id -> (schema, validator)): a config's schemas, and the definitions of a
-#: trajectory graded again, are the same objects run after run, and need no canonical JSON to be found.
-_BY_OBJECT: dict[int, tuple[Any, _Schema | str | None]] = {}
 
 
-def _validator(schema: Any) -> _Schema | str | None:
+def _by_text(schema: Any) -> _Schema | str | None:
     """A validator for a tool's schema; None when it is not a valid JSON Schema (then it is not checked); the
     reference when it refers outside itself (never fetched).
 
     Checking a schema against the meta-schema costs milliseconds and the same definitions arrive with every
-    run, so validators are kept by the schema's canonical JSON (a small, bounded cache), and by the schema object.
+    run, so validators are kept by the schema's canonical JSON (a small, bounded cache).
     """
-    known = _BY_OBJECT.get(id(schema))
-    if known is not None and known[0] is schema:
-        return known[1]
-    validator = _by_text(schema)
-    if len(_BY_OBJECT) >= _COMPILED_MAX:
-        _BY_OBJECT.clear()
-    _BY_OBJECT[id(schema)] = (schema, validator)
-    return validator
-
-
-def _by_text(schema: Any) -> _Schema | str | None:
     if not isinstance(schema, dict):
         return None
     try:
@@ -316,6 +303,11 @@ def _by_text(schema: Any) -> _Schema | str | None:
             _COMPILED.clear()
         _COMPILED[key] = validator
     return _COMPILED[key]
+
+
+#: The same, by the schema object itself: a config's schemas, and the definitions of a trajectory graded again, are
+#: the same objects run after run, and need no canonical JSON to be found.
+_validator = ByObject(_by_text, _COMPILED_MAX)
 
 
 SPECS = (
