@@ -30,6 +30,7 @@ COMPILED = [
     "src/trajgrade/core/graders/steps.py",
     "src/trajgrade/core/graders/loop_search.py",
     "src/trajgrade/core/graders/repetition.py",
+    "src/trajgrade/core/graders/tool_matching.py",
     "src/trajgrade/core/graders/watch.py",
     "src/trajgrade/core/compare.py",
     "src/trajgrade/core/inflight.py",

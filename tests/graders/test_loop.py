@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trajgrade import ConfigError, grade_run, parse_config
-from trajgrade.core.graders.loop_search import Seen, _leaves, flatten, similarity
+from trajgrade.core.graders.loop_search import Seen, _Leaves, _leaves, flatten, similarity
 
 _scalars = (
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(alphabet=" \tAaBb\u00df\u0130x", max_size=6)
@@ -33,6 +33,31 @@ def test_similarity_compares_values_not_text() -> None:
     assert similarity({"q": "a", "page": 1}, {"q": "a", "page": 2}) == 0.5
     assert similarity({}, {}) == 1.0
     assert similarity({"n": 1}, {"n": "1"}) == 0.0
+
+
+def test_calls_with_the_same_paths_compare_value_by_value_as_by_path() -> None:
+    nan = float("nan")
+    text = "same text"
+    pairs = [
+        ({"q": "a", "page": 1}, {"q": "a", "page": 2}),
+        ({"flag": True}, {"flag": 1}),  # equal in Python, not as JSON values
+        ({"x": nan}, {"x": nan}),  # the same NaN object is not equal to itself
+        ({"q": text}, {"q": text}),
+        ({"a": 1, "b": 2}, {"b": 2, "a": 1}),  # the same paths in another order
+        ({"a": 1}, {"a": 1, "b": 2}),
+        ({}, {}),
+    ]
+    for a, b in pairs:
+        assert _Leaves(a).similarity(_Leaves(b)) == similarity(a, b), (a, b)
+
+
+@settings(max_examples=300, derandomize=True)
+@given(_arguments, _arguments)
+def test_leaves_compare_as_similarity(a: Any, b: Any) -> None:
+    seen = Seen()
+    first, second = flatten(a, seen), flatten(b, seen)
+    assert _Leaves(first).similarity(_Leaves(second)) == similarity(first, second)
+    assert _Leaves(first).similarity(_Leaves(flatten(a, seen))) == similarity(first, first)
 
 
 @settings(max_examples=300, derandomize=True)

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+
 import pytest
 from factories import llm, run, tool
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trajgrade import ConfigError, grade_run, parse_config
-from trajgrade.core.graders.base import GraderResult
-from trajgrade.core.graders.repeats import longest_repetition
+from trajgrade.core.config import Grader
+from trajgrade.core.graders.base import GraderConfig, GraderResult, GraderSpec
+from trajgrade.core.graders.repeats import json_equal, longest_repetition
+from trajgrade.core.graders.repetition import longest_repetitions
+from trajgrade.core.running import grading_facts
 from trajgrade.core.trajectory import Step, Trajectory
 
 
@@ -55,6 +61,87 @@ def _longest_by_period(names: list[str], max_period: int) -> tuple[int, int, int
 @given(st.lists(st.sampled_from("abc"), max_size=14), st.integers(1, 4))
 def test_longest_repetition_prefers_the_shorter_period_then_the_earlier_start(names: list[str], period: int) -> None:
     assert longest_repetition(calls(*names), "name", period) == _longest_by_period(names, period)
+
+
+@settings(max_examples=200, derandomize=True)
+@given(st.lists(st.sampled_from("abc"), max_size=14), st.integers(1, 4))
+def test_one_pass_answers_every_shorter_period(names: list[str], max_period: int) -> None:
+    found = longest_repetitions(calls(*names), "name", max_period)
+    assert found[1:] == [_longest_by_period(names, p) for p in range(1, max_period + 1)]
+
+
+def test_max_repeat_and_loop_outcome_share_one_comparison_of_the_calls() -> None:
+    """In one grading, loop-outcome (period 1) reads what max-repeat (period 3) found for every period; the results
+    are those each finds alone."""
+    steps = []
+    for args in ({"q": "a"}, {"q": "a"}, {"q": "b"}, {"q": "b"}, {"q": "b"}, {"q": "a"}, {"q": "b"}) * 2:
+        steps += [llm(), tool("search", args)]
+    t = run(*steps, llm())
+    max_repeat = "type: max-repeat\n    max: 2\n    match: name-args\n    max_cycle_period: 3\n"
+    loop_outcome = "type: loop-outcome\n    max_acceptable_retries: 1\n"
+    seen: list[object] = []
+
+    def peek(_t: Trajectory, _c: object, name: str) -> GraderResult:
+        facts = grading_facts(t)
+        seen.append(None if facts is None else facts.get(("repeats", None, "name-args")))
+        return GraderResult(name=name, type="peek", status="pass", score=1.0, explanation="")
+
+    config = parse_config("graders:\n  - " + max_repeat + "  - " + loop_outcome)
+    peeker = Grader(
+        name="peek", type="peek", weight=1.0, spec=GraderSpec("peek", GraderConfig, peek, ""), options=GraderConfig()
+    )
+    suite = replace(config.suites[0], graders=(*config.suites[0].graders, peeker))
+    together = grade_run(replace(config, suites=(suite,)), t).results
+    assert together[:2] == (grade(max_repeat, t), grade(loop_outcome, t))
+    assert (together[0].value, together[1].value) == (3, 2)  # "b" three times in a row: 2 retries
+    (kept,) = seen
+    assert isinstance(kept, tuple) and len(kept[1]) == 4  # periods 1 .. 3 of max-repeat's pass
+    assert grading_facts(t) is None  # only while its grading runs
+
+
+def _json_equal_by_definition(a: object, b: object) -> bool:
+    """Equal JSON values: objects by keys in any order, arrays in order, 1 equal to 1.0, true not equal to 1."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, dict) or isinstance(b, dict):
+        return (
+            isinstance(a, dict)
+            and isinstance(b, dict)
+            and a.keys() == b.keys()
+            and all(_json_equal_by_definition(a[k], b[k]) for k in a)
+        )
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return (
+            type(a) is type(b)
+            and len(a) == len(b)
+            and all(_json_equal_by_definition(x, y) for x, y in zip(a, b, strict=True))
+        )
+    if isinstance(a, list | tuple) or isinstance(b, list | tuple):
+        return False
+    return a == b
+
+
+_json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-2, 2)
+    | st.sampled_from([1.0, 0.5, float("nan")])
+    | st.text("ab", max_size=2)
+)
+_json_values = st.recursive(
+    _json_scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from("xyz"), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=500, derandomize=True)
+@given(_json_values, _json_values)
+def test_json_equal_is_equality_of_json_values(a: object, b: object) -> None:
+    assert json_equal(a, b) == _json_equal_by_definition(a, b)
+    copy = json.loads(json.dumps(a))  # the same value parsed again: NaN is then another object
+    assert json_equal(a, copy) == _json_equal_by_definition(a, copy)
+    assert json_equal(a, a) == _json_equal_by_definition(a, a)
 
 
 def test_max_repeat_pass_and_fail_on_observation() -> None:

@@ -13,17 +13,18 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import orjson
 
+from trajgrade.core.memo import ByObject
 from trajgrade.core.runfiles import FileRun
 from trajgrade.core.trajectory.model import Trajectory
 
 __all__ = ["METRICS", "Comparison", "Edit", "compare", "match_runs", "run_key", "tool_call_text"]
 
 #: The counts compared, as ``Summary`` names them.
-METRICS = ("llm_calls", "tool_calls", "total_tokens", "cost_usd", "duration_ms")
+METRICS: Final = ("llm_calls", "tool_calls", "total_tokens", "cost_usd", "duration_ms")
 
 
 Op = Literal["equal", "insert", "delete", "replace"]
@@ -88,8 +89,12 @@ def _calls(t: Trajectory) -> list[str]:
     ]
 
 
+#: The call texts of the baselines compared lately, by run: a grader compares every run with the same baseline.
+_baseline_calls: Final = ByObject(_calls, 64)
+
+
 def compare(baseline: Trajectory, candidate: Trajectory) -> Comparison:
-    before, after = _calls(baseline), _calls(candidate)
+    before, after = _baseline_calls(baseline), _calls(candidate)
     spans = [s.span_id for s in candidate.tool_steps]
     edits: list[Edit] = []
     count = 0

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Final
 
 from trajgrade.core import semconv as sc
 from trajgrade.core.config import Config
@@ -30,10 +30,10 @@ from trajgrade.exceptions import BudgetExceeded
 
 __all__ = ["Breach", "InFlightChecks", "RunTracker", "Trackers"]
 
-_REQUESTS_KEPT = 64
-_LIVES_KEPT = 512
+_REQUESTS_KEPT: Final = 64
+_LIVES_KEPT: Final = 512
 #: A run's entry for a check that keeps no state of it (None marks a check that has broken).
-_STATELESS: Any = object()
+_STATELESS: Final[Any] = object()
 
 
 @dataclass(frozen=True, slots=True)

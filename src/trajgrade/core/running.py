@@ -10,7 +10,8 @@ Each grader runs under the suite's time limit (``scoring.timeout``), and so does
 
 A grader is a pure function of the run and its options: within one ``grade_run``, a grader of the same type and
 equal options as one already run (a composite's child that is also one of the suite's graders) is not run again;
-its result is the earlier one under its own name.
+its result is the earlier one under its own name. Graders that read the same fact of the run (the same comparisons
+of its calls) share it through ``grading_facts``: it is made once per ``grade_run``.
 """
 
 from __future__ import annotations
@@ -18,15 +19,25 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from trajgrade.core.config import Config, Grader, Scoring
 from trajgrade.core.graders.base import GraderConfig, GraderResult, GraderSpec
 from trajgrade.core.patterns import PatternTimeout, end_budget, start_budget
 from trajgrade.core.trajectory.model import Trajectory
 
-__all__ = ["DEFAULT_TIMEOUT_S", "RunReport", "aggregate", "grade_run", "run_children", "run_grader", "score_of"]
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "RunReport",
+    "aggregate",
+    "grade_run",
+    "grading_facts",
+    "run_children",
+    "run_grader",
+    "score_of",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -51,14 +62,23 @@ _Done = dict[str, list[tuple[GraderSpec, GraderConfig, GraderResult]]]
 
 class _Running(threading.local):
     """The time limit of the grader running on this thread, for the children it runs (a composite's); the run
-    ``grade_run`` is grading on this thread, and the graders run on it so far."""
+    ``grade_run`` is grading on this thread, the graders run on it so far, and the facts they share."""
 
     timeout_s: float = DEFAULT_TIMEOUT_S
     trajectory: Trajectory | None = None
     done: _Done | None = None
+    facts: dict[Hashable, Any] | None = None
 
 
 _running = _Running()
+
+
+def grading_facts(trajectory: Trajectory) -> dict[Hashable, Any] | None:
+    """The facts of ``trajectory`` that the graders of its grading share, by key, while ``grade_run`` grades it on
+    this thread (None otherwise): a grader that makes one keeps it there for the next that needs it. A fact is
+    read-only once kept."""
+    running = _running
+    return running.facts if running.trajectory is trajectory else None
 
 
 def run_grader(grader: Grader, trajectory: Trajectory, timeout_s: float = DEFAULT_TIMEOUT_S) -> GraderResult:
@@ -72,21 +92,30 @@ def run_grader(grader: Grader, trajectory: Trajectory, timeout_s: float = DEFAUL
     done = running.done if running.trajectory is trajectory else None
     if done is None:
         return _run(grader, trajectory, timeout_s)
+    return _run_once(grader, trajectory, timeout_s, done)
+
+
+def _run_once(grader: Grader, trajectory: Trajectory, timeout_s: float, done: _Done) -> GraderResult:
+    """``grader``'s result, or the result of a grader of the same type and options already run (``done``)."""
     spec, options = grader.spec, grader.options
-    same_type = done.setdefault(spec.type, [])
-    for other_spec, other_options, earlier in same_type:
-        if other_spec is spec and (other_options is options or other_options == options):
-            return earlier if earlier.name == grader.name else replace(earlier, name=grader.name)
+    same_type = done.get(spec.type)
+    if same_type is None:
+        same_type = done[spec.type] = []
+    else:
+        for other_spec, other_options, earlier in same_type:
+            if other_spec is spec and (other_options is options or other_options == options):
+                return earlier if earlier.name == grader.name else replace(earlier, name=grader.name)
     result = _run(grader, trajectory, timeout_s)
     same_type.append((spec, options, result))
     return result
 
 
 def _run(grader: Grader, trajectory: Trajectory, timeout_s: float) -> GraderResult:
-    started = time.perf_counter()
     running = _running
     outer = running.timeout_s
-    running.timeout_s = timeout_s
+    if outer != timeout_s:
+        running.timeout_s = timeout_s
+    started = time.perf_counter()
     outer_budget = start_budget(timeout_s)
     try:
         result = grader.spec.grade(trajectory, grader.options, grader.name)
@@ -97,7 +126,8 @@ def _run(grader: Grader, trajectory: Trajectory, timeout_s: float) -> GraderResu
         return _error(grader, f"internal error in the grader: {type(e).__name__}: {e}", "internal")
     finally:
         end_budget(outer_budget)
-        running.timeout_s = outer
+        if outer != timeout_s:
+            running.timeout_s = outer
     elapsed = time.perf_counter() - started
     if elapsed > timeout_s:
         return _timeout(grader, f"took {elapsed:.2f}s, over its time budget of {timeout_s:g}s")
@@ -130,15 +160,24 @@ def aggregate(graders: Sequence[Grader], results: Sequence[GraderResult], scorin
     """(passed, score) of a list of results: the weighted mean of the counted results' scores (``scoring.weights``
     over the graders' own weights), and whether it reaches ``scoring.threshold`` (without one, whether every
     counted result passed). Skipped results are not counted; when none is counted, the list passes with 1."""
-    counted = [(g, r) for g, r in zip(graders, results, strict=True) if r.error_type != "skipped"]
-    if not counted:
+    by_name = scoring.weights
+    weights: list[float] = []
+    weighted: list[float] = []
+    passed = True
+    for g, r in zip(graders, results, strict=True):
+        if r.error_type == "skipped":
+            continue
+        w = by_name.get(g.name, g.weight) if by_name else g.weight
+        weights.append(w)
+        weighted.append(w * score_of(r))
+        passed = passed and r.status == "pass"
+    if not weights:
         return True, 1.0
-    weights = [scoring.weights.get(g.name, g.weight) for g, _ in counted]
     total = sum(weights)
-    score = sum(w * score_of(r) for w, (_, r) in zip(weights, counted, strict=True)) / total if total else 0.0
+    score = sum(weighted) / total if total else 0.0
     if scoring.threshold is not None:
         return score >= scoring.threshold, score
-    return all(r.status == "pass" for _, r in counted), score
+    return passed, score
 
 
 def grade_run(config: Config, trajectory: Trajectory) -> RunReport:
@@ -147,11 +186,13 @@ def grade_run(config: Config, trajectory: Trajectory) -> RunReport:
     if suite is None:
         return RunReport(trajectory=trajectory, suite=None, results=(), passed=True, score=1.0)
     running = _running
-    outer = running.trajectory, running.done
-    running.trajectory, running.done = trajectory, {}
+    outer = running.trajectory, running.done, running.facts, running.timeout_s
+    done: _Done = {}
+    timeout_s = running.timeout_s = suite.scoring.timeout
+    running.trajectory, running.done, running.facts = trajectory, done, {}
     try:
-        results = tuple(run_grader(g, trajectory, suite.scoring.timeout) for g in suite.graders)
+        results = tuple([_run_once(g, trajectory, timeout_s, done) for g in suite.graders])
     finally:
-        running.trajectory, running.done = outer
+        running.trajectory, running.done, running.facts, running.timeout_s = outer
     passed, score = aggregate(suite.graders, results, suite.scoring)
     return RunReport(trajectory=trajectory, suite=suite.name, results=results, passed=passed, score=score)

@@ -10,17 +10,17 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
-from typing import Any
+from typing import Any, Final
 
 from trajgrade.core.trajectory.model import Step
 
 __all__ = ["Seen", "find_loops", "flatten", "result_key", "similarity"]
 
-_MAX_LEAVES = 256
+_MAX_LEAVES: Final = 256
 
 
 #: Folded strings and leaf paths a search keeps (the same values and paths come back call after call).
-_MAX_SEEN = 4096
+_MAX_SEEN: Final = 4096
 
 
 class Seen:
@@ -139,7 +139,8 @@ def flatten(arguments: Any, seen: Seen | None = None) -> dict[str, Any]:
     return out
 
 
-_ABSENT: Any = object()
+#: (Final: compiled code reads it as a constant, not from the module's namespace on every leaf.)
+_ABSENT: Final[Any] = object()
 
 
 def similarity(a: dict[str, Any], b: dict[str, Any]) -> float:
@@ -157,7 +158,7 @@ def similarity(a: dict[str, Any], b: dict[str, Any]) -> float:
 
 
 #: ``json.dumps(value, sort_keys=True, default=str)``, its encoder made once.
-_CANONICAL = json.JSONEncoder(sort_keys=True, default=str)
+_CANONICAL: Final = json.JSONEncoder(sort_keys=True, default=str)
 
 
 def result_key(step: Step) -> bytes | None:
@@ -175,6 +176,33 @@ def _arguments(step: Step, seen: Seen | None = None) -> dict[str, Any]:
     return flatten(step.tool.arguments if step.tool is not None else None, seen)
 
 
+class _Leaves:
+    """A call's flattened arguments, with their paths and their values also in order: two calls with the same paths
+    (most similar calls: the same tool, its arguments of the same shape) are compared value by value, without a
+    lookup per path."""
+
+    def __init__(self, by_path: dict[str, Any]) -> None:
+        self.by_path = by_path
+        self.paths = tuple(by_path)
+        self.values = list(by_path.values())
+
+    def similarity(self, before: _Leaves) -> float:
+        """``similarity(self.by_path, before.by_path)``."""
+        if self.paths != before.paths:
+            return similarity(self.by_path, before.by_path)
+        values, earlier = self.values, before.values
+        n = len(values)
+        if not n:
+            return 1.0
+        equal = 0
+        for i in range(n):
+            v, w = values[i], earlier[i]
+            # the same string object is equal to itself (a float may not be: NaN)
+            if (w is v and type(v) is str) or (w == v and type(w) is type(v)):
+                equal += 1
+        return equal / n
+
+
 def _similarities(calls: list[Step], threshold: float, max_period: int) -> list[list[float]]:
     """``similar[period][j]``: the similarity of call j to call j - period, or -1 when the two are not the same
     action (another tool, a similarity under ``threshold``, or a result that changed).
@@ -183,17 +211,12 @@ def _similarities(calls: list[Step], threshold: float, max_period: int) -> list[
     arguments of the calls compared (only those of the last ``max_period`` calls are kept).
     """
     n = len(calls)
-    results: list[bytes | None | bool] = [False] * n  # computed on first use: most pairs never get that far
-
-    def result(k: int) -> bytes | None:
-        if results[k] is False:
-            results[k] = result_key(calls[k])
-        return results[k]  # type: ignore[return-value]
-
+    # Each call's result digest, made on first use (most pairs never get that far): False until then.
+    results: list[bytes | None | bool] = [False] * n
     similar = [[-1.0] * n for _ in range(max_period + 1)]
     # The leaves of call k at recent[k % size], flattened when first compared (None until then).
     size = max_period + 1
-    recent: list[dict[str, Any] | None] = [None] * size
+    recent: list[_Leaves | None] = [None] * size
     seen = Seen()
     for j in range(n):
         recent[j % size] = None
@@ -204,14 +227,19 @@ def _similarities(calls: list[Step], threshold: float, max_period: int) -> list[
                 continue
             leaves = recent[j % size]
             if leaves is None:
-                leaves = recent[j % size] = _arguments(calls[j], seen)
+                leaves = recent[j % size] = _Leaves(_arguments(calls[j], seen))
             before = recent[(j - period) % size]
             if before is None:
-                before = recent[(j - period) % size] = _arguments(calls[j - period], seen)
-            sim = similarity(leaves, before)
+                before = recent[(j - period) % size] = _Leaves(_arguments(calls[j - period], seen))
+            sim = leaves.similarity(before)
             if sim < threshold:
                 continue
-            ra, rb = result(j), result(j - period)
+            ra = results[j]
+            if ra is False:
+                ra = results[j] = result_key(calls[j])
+            rb = results[j - period]
+            if rb is False:
+                rb = results[j - period] = result_key(calls[j - period])
             if ra is not None and rb is not None and ra != rb:
                 continue  # the outcome changed: progress
             similar[period][j] = sim

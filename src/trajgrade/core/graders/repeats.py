@@ -36,10 +36,17 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
-from trajgrade.core.graders.repetition import json_equal, longest_repetition, same_call, unknown_count
+from trajgrade.core.graders.repetition import (
+    json_equal,
+    longest_repetition,
+    longest_repetitions,
+    same_call,
+    unknown_count,
+)
 from trajgrade.core.graders.steps import calls_named
 from trajgrade.core.graders.watch import ON_TOOL_CALLS, Gate, Repetitions, RunSoFar
 from trajgrade.core.patterns import compile_pattern, name_filter
+from trajgrade.core.running import grading_facts
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS", "json_equal", "longest_repetition"]
@@ -76,10 +83,21 @@ class LoopOutcomeConfig(_RepeatConfig):
 
 def _of_run(t: Trajectory, c: MaxRepeatConfig | LoopOutcomeConfig) -> tuple[int, int, list[Step], int]:
     """(occurrences, period, the repeated calls, calls whose data ``c.match`` compares was not captured) over the
-    watched calls."""
-    calls = calls_named(t.tool_steps, name_filter(c.tools))
-    unknown = unknown_count(calls, c.match)
-    occurrences, start, period = longest_repetition(calls, c.match, c.max_cycle_period)
+    watched calls.
+
+    The graders of both types in one grading that watch the same tools with the same ``match`` share one pass over
+    the calls (``grading_facts``): the first finds the longest repetition for every period up to its own
+    ``max_cycle_period``, which answers the others with a period up to that."""
+    facts = grading_facts(t)
+    key = ("repeats", c.tools, c.match)
+    kept: tuple[list[Step], list[tuple[int, int, int]], int] | None = facts.get(key) if facts is not None else None
+    if kept is None or len(kept[1]) <= c.max_cycle_period:
+        calls = calls_named(t.tool_steps, name_filter(c.tools))
+        kept = calls, longest_repetitions(calls, c.match, c.max_cycle_period), unknown_count(calls, c.match)
+        if facts is not None:
+            facts[key] = kept
+    calls, longest, unknown = kept
+    occurrences, start, period = longest[c.max_cycle_period]
     return occurrences, period, calls[start : start + occurrences * period], unknown
 
 

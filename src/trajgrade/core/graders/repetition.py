@@ -11,7 +11,7 @@ from typing import Any
 
 from trajgrade.core.trajectory.model import Step
 
-__all__ = ["json_equal", "known", "longest_repetition", "same_call", "unknown_count"]
+__all__ = ["json_equal", "known", "longest_repetition", "same_call", "longest_repetitions", "unknown_count"]
 
 
 def json_equal(a: Any, b: Any) -> bool:
@@ -27,14 +27,22 @@ def json_equal(a: Any, b: Any) -> bool:
         return type(a) is type(b)
     if isinstance(a, dict):
         for k, v in a.items():
-            if not json_equal(v, b[k]):
+            if not _equal_item(v, b[k]):
                 return False
         return True
     if isinstance(a, (list, tuple)):
         for i in range(len(a)):  # as long as b: they are equal
-            if not json_equal(a[i], b[i]):
+            if not _equal_item(a[i], b[i]):
                 return False
     return True
+
+
+def _equal_item(v: Any, w: Any) -> bool:
+    """``json_equal(v, w)`` for two items of containers found equal: a string equal to another value is equal to it
+    as JSON (only a string equals a string), and so are two integers (not booleans) found equal."""
+    if type(v) is str or (type(v) is int and type(w) is int):
+        return True
+    return json_equal(v, w)
 
 
 def same_call(a: Step, b: Step, match: str) -> bool:
@@ -76,8 +84,19 @@ def longest_repetition(calls: list[Step], match: str, max_period: int) -> tuple[
     Whole blocks are counted; on a tie the shorter period (then the earlier start) wins. Each call is compared with
     the ``max_period`` calls before it in one pass, so that a long run's calls are read once, not once per period.
     """
+    return longest_repetitions(calls, match, max_period)[max_period]
+
+
+def longest_repetitions(calls: list[Step], match: str, max_period: int) -> list[tuple[int, int, int]]:
+    """``longest_repetition(calls, match, p)`` for every p from 1 to ``max_period``, at index p, from one pass: the
+    graders of one grading that compare the same calls the same way share it.
+
+    The pass keeps, for each period, the most occurrences found and the earliest start of a repetition that long;
+    the longest repetition up to a period is then the longest of those, the shorter period first on a tie.
+    """
     n = len(calls)
-    best_occurrences, best_start, best_period = (1 if n else 0), 0, 1
+    most = [0] * (max_period + 1)  # by period: the most occurrences of a block found
+    start_of = [0] * (max_period + 1)  # by period: where the first repetition that long starts
     matched = [0] * (max_period + 1)  # by period: calls so far, each the same as the call a period before it
     for i in range(1, n):
         call = calls[i]
@@ -87,6 +106,10 @@ def longest_repetition(calls: list[Step], match: str, max_period: int) -> tuple[
                 continue
             m = matched[period] = matched[period] + 1
             occurrences = (m + period) // period
-            if occurrences > best_occurrences or (occurrences == best_occurrences and period < best_period):
-                best_occurrences, best_start, best_period = occurrences, i - m - period + 1, period
-    return best_occurrences, best_start, best_period
+            if occurrences > most[period]:
+                most[period], start_of[period] = occurrences, i - m - period + 1
+    best = [((1 if n else 0), 0, 1)]
+    for period in range(1, max_period + 1):
+        longest = best[-1]
+        best.append((most[period], start_of[period], period) if most[period] > longest[0] else longest)
+    return best

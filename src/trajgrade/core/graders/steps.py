@@ -6,7 +6,7 @@ run these over every step of every run.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from trajgrade.core.trajectory.model import Step, Trajectory
@@ -17,7 +17,6 @@ __all__ = [
     "calls_named",
     "count_named",
     "each_name",
-    "each_named",
     "failed_span_ids",
     "not_plainly_valid",
     "span_ids",
@@ -28,8 +27,12 @@ __all__ = [
 
 
 def tool_calls(t: Trajectory) -> list[Step]:
-    """The run's tool calls (its tool steps that carry a tool: every one of a built run)."""
-    return [s for s in t.tool_steps if s.tool is not None]
+    """The run's tool calls (its tool steps that carry a tool: every one of a built run, copied at once)."""
+    steps = t.tool_steps
+    for s in steps:
+        if s.tool is None:
+            return [s for s in steps if s.tool is not None]
+    return list(steps)
 
 
 def tool_names(calls: Sequence[Step]) -> list[str]:
@@ -79,19 +82,13 @@ def each_name(names: Sequence[str], verdicts: dict[str, bool]) -> list[bool | No
     return [verdicts[name] for name in names]
 
 
-def each_named(
-    calls: Sequence[Step], names: Sequence[str], verdicts: dict[str, bool], check: Callable[[Step], bool | None]
-) -> list[bool | None]:
-    """``check(call)`` on each call (of tool ``names``) whose name ``verdicts`` accepts, False on the others."""
-    return [check(calls[i]) if verdicts[name] else False for i, name in enumerate(names)]
-
-
-def not_plainly_valid(calls: Sequence[Step], approved: Collection[str], validators: Mapping[str, Any]) -> list[int]:
+def not_plainly_valid(calls: Sequence[Step], approved: set[str], validators: dict[str, Any]) -> list[int]:
     """The positions of the calls that are not plainly valid: of a tool not ``approved``, or of a tool with a
     validator whose arguments were not captured or are not valid.
 
     A validator has ``is_valid(arguments)``, and ``all_valid(list of arguments)``, true when one check of them all
     finds every one valid: the calls of a tool are checked together first, and one by one only when that fails.
+    (A set and a dict, not any collection and mapping: compiled code then looks names up in them directly.)
     """
     batches: dict[str, list[Any]] = {}
     for s in calls:

@@ -39,16 +39,16 @@ Edge cases:
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
+from functools import cached_property
 from itertools import compress
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, Taxonomy, not_evaluable
-from trajgrade.core.graders.steps import each_name, each_named, tool_names
+from trajgrade.core.graders.steps import each_name, tool_names
 from trajgrade.core.graders.steps import tool_calls as calls_of
+from trajgrade.core.graders.tool_matching import ConfigProblem, DataMatcher, each_matched
 from trajgrade.core.graders.watch import Gate, RunSoFar
 from trajgrade.core.patterns import compile_pattern, matcher, search
 from trajgrade.core.trajectory.model import Step, Trajectory
@@ -96,7 +96,10 @@ class ToolMatch(GraderConfig):
             )
         return self
 
+    @cached_property
     def label(self) -> str:
+        """The matcher as evidence names it (made once: evidence quotes it on every run; not a field, so neither
+        compared nor dumped)."""
         extras = [f"{k}={v!r}" for k in ("command", "path", "result") if (v := getattr(self, k)) is not None]
         extras += [f"args.{k}={v!r}" for k, v in (self.args or {}).items()]
         return f"{self.name!r}" + (f" ({', '.join(extras)})" if extras else "")
@@ -142,68 +145,19 @@ class ToolCallsConfig(GraderConfig):
         return self
 
 
-class _ConfigProblem(Exception):
-    """A command/path matcher met a call whose name matches but that lacks that argument."""
-
-
-def _string_arg(arguments: Any, key: str) -> str | None:
-    value = arguments.get(key) if isinstance(arguments, dict) else None
-    return value if isinstance(value, str) else None
-
-
-def _result_texts(result: Any) -> tuple[str, ...]:
-    if isinstance(result, str):
-        return (result,)
-    try:
-        compact = json.dumps(result, separators=(",", ":"), ensure_ascii=False, default=str)
-        return (compact, json.dumps(result, ensure_ascii=False, default=str))
-    except (TypeError, ValueError):
-        return (str(result),)
-
-
 def _by_name(m: ToolMatch) -> bool:
     """Whether the matcher looks at the tool's name alone."""
     return m.command is None and m.path is None and not m.args and m.result is None
 
 
-def _data_matcher(m: ToolMatch) -> Callable[[Step], Match]:
-    """Whether a call whose name matches ``m`` matches it: True / False, or None when that depends on data the spans
-    did not capture. The matcher's fields are read once: it runs on every such call."""
-    required = tuple((key, matcher(p)) for key in ("command", "path") if (p := getattr(m, key)) is not None)
-    args = tuple((key, matcher(p)) for key, p in (m.args or {}).items())
-    result = matcher(m.result) if m.result is not None else None
-
-    def match(step: Step) -> Match:
-        tool = step.tool
-        if tool is None:
-            return False
-        unknown = False
-        if required or args:
-            if not tool.arguments_captured:
-                unknown = True
-            else:
-                arguments = tool.arguments
-                for key, matches in required:
-                    value = _string_arg(arguments, key)
-                    if value is None:
-                        raise _ConfigProblem(
-                            f"{key} matcher on {tool.name!r}, but call {step.span_id} has no string {key!r} "
-                            f"argument (use args: {{{key}: ...}} to match across tools that may lack it)"
-                        )
-                    if not matches(value):
-                        return False
-                for key, matches in args:
-                    value = _string_arg(arguments, key)
-                    if value is None or not matches(value):
-                        return False
-        if result is not None:
-            if not tool.result_captured:
-                unknown = True
-            elif not any(result(text) for text in _result_texts(tool.result)):
-                return False
-        return None if unknown else True
-
-    return match
+def _data_matcher(m: ToolMatch) -> DataMatcher:
+    """Whether a call whose name matches ``m`` matches it (see ``DataMatcher``). The matcher's fields are read once:
+    it runs on every such call."""
+    return DataMatcher(
+        tuple((key, matcher(p)) for key in ("command", "path") if (p := getattr(m, key)) is not None),
+        tuple((key, matcher(p)) for key, p in (m.args or {}).items()),
+        matcher(m.result) if m.result is not None else None,
+    )
 
 
 def _row(m: ToolMatch, calls: list[Step], names: list[str], distinct: list[str]) -> list[Match]:
@@ -213,7 +167,7 @@ def _row(m: ToolMatch, calls: list[Step], names: list[str], distinct: list[str])
     named = {name: matches(name) for name in distinct}
     if _by_name(m):
         return each_name(names, named)
-    return each_named(calls, names, named, _data_matcher(m))
+    return each_matched(calls, names, named, _data_matcher(m))
 
 
 def _in_step(m: ToolMatch, step: Step) -> bool:
@@ -248,7 +202,7 @@ def _required(m: ToolMatch, calls: list[Step], row: list[Match]) -> tuple[Verdic
     last = calls[-1] if calls else None
     last_sure = last is not None and row[-1] is True and _in_step(m, last)
     last_maybe = last is not None and row[-1] is None and _in_step(m, last)
-    label = f"required {m.label()}{where}"
+    label = f"required {m.label}{where}"
     found = f"{len(sure)} matching call(s)" + (f" of the {need} needed" if need > 1 else "")
     if len(sure) >= need and (not m.final or last_sure):
         return "met", Evidence(f"{label}: {found}", _ids(sure)), []
@@ -265,10 +219,10 @@ def _required(m: ToolMatch, calls: list[Step], row: list[Match]) -> tuple[Verdic
 def _disallowed(m: ToolMatch, calls: list[Step], row: list[Match]) -> tuple[Verdict, Evidence, list[Step]]:
     sure, maybe = _where(row, calls, True), _where(row, calls, None)
     if sure:
-        return "unmet", Evidence(f"disallowed {m.label()}: called {len(sure)} time(s)", _ids(sure)), []
+        return "unmet", Evidence(f"disallowed {m.label}: called {len(sure)} time(s)", _ids(sure)), []
     if maybe:
-        return "unknown", Evidence(f"disallowed {m.label()}: {len(maybe)} call(s) undecided", _ids(maybe)), maybe
-    return "met", Evidence(f"disallowed {m.label()}: not called"), []
+        return "unknown", Evidence(f"disallowed {m.label}: {len(maybe)} call(s) undecided", _ids(maybe)), maybe
+    return "met", Evidence(f"disallowed {m.label}: not called"), []
 
 
 def _subsequence(rows: list[list[Match]], accept: tuple[Match, ...]) -> tuple[int, list[int]]:
@@ -296,7 +250,7 @@ def _index(row: list[Match], value: Match, start: int) -> int:
 def _sequence(
     entries: tuple[ToolMatch, ...], calls: list[Step], rows: list[list[Match]]
 ) -> tuple[Verdict, Evidence, list[Step]]:
-    labels = " -> ".join(m.label() for m in entries)
+    labels = " -> ".join(m.label for m in entries)
     done, positions = _subsequence(rows, (True,))
     if done == len(entries):
         return "met", Evidence(f"sequence {labels}: satisfied in order", _ids([calls[p] for p in positions])), []
@@ -307,7 +261,7 @@ def _sequence(
         return "unknown", Evidence(f"sequence {labels}: {done} of {len(entries)} matched in order", matched), maybe
     missing = entries[done]
     text = (
-        f"sequence {labels}: {missing.label()} (entry {done}) not found after the previous entries "
+        f"sequence {labels}: {missing.label} (entry {done}) not found after the previous entries "
         f"({done} of {len(entries)} matched in order)"
     )
     return "unmet", Evidence(text, matched), []
@@ -327,7 +281,7 @@ def tool_calls(t: Trajectory, c: ToolCallsConfig, name: str) -> GraderResult:
         required = [_row(m, calls, names, distinct) for m in c.required or ()]
         disallowed = [_row(m, calls, names, distinct) for m in c.disallowed or ()]
         sequence = [_row(m, calls, names, distinct) for m in c.sequence or ()]
-    except _ConfigProblem as e:
+    except ConfigProblem as e:
         return GraderResult(
             name=name,
             type="tool-calls",
@@ -396,12 +350,12 @@ def watch_tool_calls(c: ToolCallsConfig, name: str) -> Gate | None:
             if not search(m.name, step.tool.name):
                 continue
             try:
-                matched = data(step)
-            except _ConfigProblem:
+                matched = data.match(step)
+            except ConfigProblem:
                 dropped.append(m)
                 continue
             if matched is True:
-                evidence = Evidence(f"disallowed {m.label()}: called", (step.span_id,))
+                evidence = Evidence(f"disallowed {m.label}: called", (step.span_id,))
                 return GraderResult(
                     name=name,
                     type="tool-calls",

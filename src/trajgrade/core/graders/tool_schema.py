@@ -30,6 +30,7 @@ from referencing.exceptions import NoSuchResource
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
 from trajgrade.core.graders.steps import not_plainly_valid, span_ids_by_name, tool_calls
+from trajgrade.core.memo import ByObject
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS"]
@@ -278,7 +279,7 @@ _COMPILED: dict[str, _Schema | str | None] = {}
 _COMPILED_MAX = 512
 
 
-def _validator(schema: Any) -> _Schema | str | None:
+def _by_text(schema: Any) -> _Schema | str | None:
     """A validator for a tool's schema; None when it is not a valid JSON Schema (then it is not checked); the
     reference when it refers outside itself (never fetched).
 
@@ -302,6 +303,11 @@ def _validator(schema: Any) -> _Schema | str | None:
             _COMPILED.clear()
         _COMPILED[key] = validator
     return _COMPILED[key]
+
+
+#: The same, by the schema object itself: a config's schemas, and the definitions of a trajectory graded again, are
+#: the same objects run after run, and need no canonical JSON to be found.
+_validator = ByObject(_by_text, _COMPILED_MAX)
 
 
 SPECS = (
