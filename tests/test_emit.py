@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import subprocess
 import sys
 import textwrap
@@ -473,3 +474,18 @@ def test_a_breach_event_on_the_open_root_is_what_add_event_would_make_of_it(limi
     assert exported[0] == exported[1]
     assert exported[0][1][sc.TRAJGRADE_ENFORCED] is True
     assert exported[0][1] != breach_attributes(breach) if cut else exported[0][1] == breach_attributes(breach)
+
+
+def test_a_breach_on_a_root_that_has_ended_adds_nothing_and_warns_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    """The worker can make a breach's event just as its run's root ends: the SDK would drop the event and log a
+    warning into the agent's log; the event is left off quietly instead."""
+    failed = result(name="calls", type="tool-call-count", status="fail", score=0.0, value=4, limit=3)
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    root = provider.get_tracer("t").start_span("invoke_agent bench")
+    root.end()
+    with caplog.at_level(logging.WARNING):
+        add_breach_event(root, Breach(TRACE_ID, "bench", failed, enforce=False))
+    assert caplog.records == []
+    assert list(root.events) == []

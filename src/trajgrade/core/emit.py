@@ -337,9 +337,17 @@ def _add_events(
 def add_breach_event(span: Any, breach: Breach) -> None:
     """A breach's ``gen_ai.evaluation.result`` event on its run's open root span, appended as made (``_add_events``)
     where the span's own limits can neither cut a value nor drop an attribute. The root holds the event until the
-    run ends: ``add_event``'s copy of the attributes, with a dict and a lock of its own, would hold twice as much."""
+    run ends: ``add_event``'s copy of the attributes, with a dict and a lock of its own, would hold twice as much.
+
+    A root that ended while the worker made the event keeps none (the SDK would drop it with a warning in the
+    agent's log): the breach still goes out as a log event and in the counter, and the run's grade carries the
+    result. The attributes are made before the root is looked at, so that a root ending between the look and the
+    append is down to a window of a few instructions."""
+    attributes = breach_attributes(breach)
+    if not span.is_recording():
+        return
     limits = getattr(span, "_limits", None)
-    _add_events(span, (breach_attributes(breach),), None, limits if isinstance(limits, SpanLimits) else None)
+    _add_events(span, (attributes,), None, limits if isinstance(limits, SpanLimits) else None)
 
 
 def breach_attributes(breach: Breach) -> dict[str, AttributeValue]:
