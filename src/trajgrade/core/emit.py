@@ -48,7 +48,7 @@ from opentelemetry.trace import (
 from opentelemetry.util.types import AttributeValue
 
 from trajgrade.core import semconv as sc
-from trajgrade.core.graders.base import GraderResult
+from trajgrade.core.graders.base import Evidence, GraderResult
 from trajgrade.core.graders.catalogue import lookup
 from trajgrade.core.inflight import Breach
 from trajgrade.core.internal_errors import report_internal_error
@@ -76,64 +76,87 @@ _MAX_SPAN_IDS = 64
 _MAX_TEXT = 4096
 
 
+#: ``json.dumps(value, sort_keys=True, default=str)``, its encoder made once (``dumps`` makes one per call).
+_JSON = json.JSONEncoder(sort_keys=True, default=str)
+
+
 def _attr_value(value: Any) -> AttributeValue | None:
     if value is None:
         return None
     if isinstance(value, bool | int | float | str):
         return value if not isinstance(value, str) else value[:_MAX_TEXT]
     try:
-        return json.dumps(value, sort_keys=True, default=str)[:_MAX_TEXT]
+        return _JSON.encode(value)[:_MAX_TEXT]
     except (TypeError, ValueError):
         return str(value)[:_MAX_TEXT]
 
 
-#: ``_evaluator_type`` of the grader types met so far (the catalogue does not change while a process runs).
-_EVALUATOR_TYPES: dict[str, str | None] = {}
+#: The attributes of a result that its grader's name and type decide (its evaluator), by (name, type), in the
+#: order ``result_attributes`` writes them: the score and the explanation are placeholders, overwritten in place.
+_EVALUATORS: dict[tuple[str, str], dict[str, AttributeValue]] = {}
 
 
 def _evaluator_type(grader_type: str) -> str | None:
     """How a grader type decides (``semconv.EVALUATOR_TYPE_BY_SCORE_KIND``); None for a type not catalogued."""
-    try:
-        return _EVALUATOR_TYPES[grader_type]
-    except KeyError:
-        pass
     spec = lookup(grader_type)
-    evaluator_type = sc.EVALUATOR_TYPE_BY_SCORE_KIND.get(spec.taxonomy.score_kind) if spec is not None else None
-    if len(_EVALUATOR_TYPES) < 1024:  # catalogued types, and what a result from elsewhere names
-        _EVALUATOR_TYPES[grader_type] = evaluator_type
-    return evaluator_type
+    return sc.EVALUATOR_TYPE_BY_SCORE_KIND.get(spec.taxonomy.score_kind) if spec is not None else None
+
+
+def _evaluator(name: str, grader_type: str) -> dict[str, AttributeValue]:
+    attrs: dict[str, AttributeValue] = {
+        sc.EVALUATION_NAME: name,
+        sc.EVALUATION_SCORE_VALUE: 0.0,
+        sc.EVALUATION_EXPLANATION: "",
+        sc.EVALUATOR_ID: name,
+        sc.EVALUATOR_VERSION: __version__,
+        sc.TRAJGRADE_GRADER_TYPE: grader_type,
+    }
+    evaluator_type = _evaluator_type(grader_type)
+    if evaluator_type is not None:
+        attrs[sc.EVALUATOR_TYPE] = evaluator_type
+    if len(_EVALUATORS) < 1024:  # a config's graders, and what results from elsewhere name
+        _EVALUATORS[(name, grader_type)] = attrs
+    return attrs
 
 
 def result_attributes(result: GraderResult) -> dict[str, AttributeValue]:
     """The attributes of one ``gen_ai.evaluation.result`` event."""
-    attrs: dict[str, AttributeValue] = {
-        sc.EVALUATION_NAME: result.name,
-        sc.EVALUATION_SCORE_VALUE: float(result.score),
-        sc.EVALUATION_EXPLANATION: result.explanation[:_MAX_TEXT],
-        sc.EVALUATOR_ID: result.name,
-        sc.EVALUATOR_VERSION: __version__,
-        sc.TRAJGRADE_GRADER_TYPE: result.type,
-    }
-    evaluator_type = _evaluator_type(result.type)
-    if evaluator_type is not None:
-        attrs[sc.EVALUATOR_TYPE] = evaluator_type
+    evaluator = _EVALUATORS.get((result.name, result.type))
+    attrs = (evaluator if evaluator is not None else _evaluator(result.name, result.type)).copy()
+    score = result.score
+    attrs[sc.EVALUATION_SCORE_VALUE] = score if type(score) is float else float(score)
+    explanation = result.explanation
+    attrs[sc.EVALUATION_EXPLANATION] = explanation if len(explanation) <= _MAX_TEXT else explanation[:_MAX_TEXT]
     if result.status == "error":
         attrs[sc.ERROR_TYPE] = result.error_type or "not_evaluable"
     else:
         attrs[sc.EVALUATION_SCORE_LABEL] = result.status
-    for key, value in ((sc.TRAJGRADE_VALUE, result.value), (sc.TRAJGRADE_LIMIT, result.limit)):
+    value = result.value
+    if value is not None:
         v = _attr_value(value)
         if v is not None:
-            attrs[key] = v
-    evidence = result.evidence
-    span_ids = (  # each once, in order
-        dict.fromkeys(evidence[0].span_ids)
-        if len(evidence) == 1
-        else dict.fromkeys(chain.from_iterable(e.span_ids for e in evidence))
-    )
+            attrs[sc.TRAJGRADE_VALUE] = v
+    limit = result.limit
+    if limit is not None:
+        v = _attr_value(limit)
+        if v is not None:
+            attrs[sc.TRAJGRADE_LIMIT] = v
+    span_ids = _evidence_span_ids(result.evidence)
     if span_ids:
-        attrs[sc.TRAJGRADE_EVIDENCE_SPAN_IDS] = tuple(islice(span_ids, _MAX_SPAN_IDS))
+        attrs[sc.TRAJGRADE_EVIDENCE_SPAN_IDS] = span_ids
     return attrs
+
+
+def _evidence_span_ids(evidence: Sequence[Evidence]) -> tuple[str, ...]:
+    """The span ids of a result's evidence, each once, in order, the first ``_MAX_SPAN_IDS``."""
+    if not evidence:
+        return ()
+    if len(evidence) == 1:
+        ids = evidence[0].span_ids
+        if type(ids) is tuple and len(set(ids)) == len(ids):  # each once already (a set is the cheapest check)
+            return ids if len(ids) <= _MAX_SPAN_IDS else ids[:_MAX_SPAN_IDS]
+        return tuple(islice(dict.fromkeys(ids), _MAX_SPAN_IDS))
+    return tuple(islice(dict.fromkeys(chain.from_iterable(e.span_ids for e in evidence)), _MAX_SPAN_IDS))
 
 
 def results_attributes(results: Sequence[GraderResult]) -> list[dict[str, AttributeValue]]:
@@ -278,6 +301,18 @@ class EvaluationSpans:
         with warnings.catch_warnings():  # the SDK's Tracer still takes the deprecated form too
             warnings.simplefilter("ignore", DeprecationWarning)
             self._info = InstrumentationInfo(sc.TRAJGRADE_SCOPE, __version__)
+        # The tracer of the last pipeline and resource a run came from (a process has one provider, mostly): making
+        # one reads the SDK's limits and settings from the environment, as a provider does once.
+        self._last: tuple[Any, Any, SdkTracer, SpanLimits] | None = None
+
+    def _tracer(self, processor: Any, resource: Any) -> tuple[SdkTracer, SpanLimits]:
+        last = self._last
+        if last is not None and last[0] is processor and last[1] is resource:
+            return last[2], last[3]
+        limits = SpanLimits()
+        tracer = SdkTracer(ParentBased(ALWAYS_ON), resource, processor, self._ids, self._info, limits, self._scope)
+        self._last = (processor, resource, tracer, limits)
+        return tracer, limits
 
     def emit(
         self,
@@ -299,8 +334,7 @@ class EvaluationSpans:
         tracer: Tracer
         limits: SpanLimits | None = None
         if span is not None and isinstance(processor, SynchronousMultiSpanProcessor | ConcurrentMultiSpanProcessor):
-            sampler, limits = ParentBased(ALWAYS_ON), SpanLimits()
-            tracer = SdkTracer(sampler, span.resource, processor, self._ids, self._info, limits, self._scope)
+            tracer, limits = self._tracer(processor, span.resource)
         else:
             tracer = (self._tracer_provider or get_tracer_provider()).get_tracer(sc.TRAJGRADE_SCOPE, __version__)
         parent_context = set_span_in_context(NonRecordingSpan(parent))
