@@ -35,6 +35,7 @@ from opentelemetry.sdk.trace import (
 from opentelemetry.sdk.trace import Tracer as SdkTracer
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
+from opentelemetry.sdk.util import BoundedList
 from opentelemetry.sdk.util.instrumentation import InstrumentationInfo, InstrumentationScope
 from opentelemetry.trace import (
     NonRecordingSpan,
@@ -344,8 +345,32 @@ class EvaluationSpans:
             start_time=end,
             attributes={**report_attributes(report), sc.OPERATION_NAME: "evaluation"},
         )
-        _add_events(evaluation, results_attributes(report.results) if made is None else made, end, limits)
+        attributes = results_attributes(report.results) if made is None else made
+        if limits is None or not _add_all_events(evaluation, attributes, end, limits):
+            _add_events(evaluation, attributes, end, limits)
         evaluation.end(end_time=end)
+
+
+def _add_all_events(
+    span: Any, attributes: Sequence[Mapping[str, AttributeValue]], timestamp: int, limits: SpanLimits
+) -> bool:
+    """The results' events on the evaluation span just started by the tracer made here, appended together under
+    the span's lock, as ``_add_events`` would append them one by one (each under that lock and its list's); False
+    when they cannot all go as made (limits that cut or drop, a span that is not the SDK's or has ended)."""
+    events = getattr(span, "_events", None)
+    most = limits.max_event_attributes
+    if (
+        limits.max_attribute_length is not None
+        or not isinstance(events, BoundedList)
+        or (most is not None and any(len(a) > most for a in attributes))
+    ):
+        return False
+    made = [Event(sc.EVALUATION_RESULT_EVENT, a, timestamp) for a in attributes]
+    with span._lock:
+        if span._end_time is not None:
+            return False
+        events.extend(made)
+    return True
 
 
 def _add_events(

@@ -117,7 +117,13 @@ def composite(t: Trajectory, c: CompositeConfig, name: str) -> GraderResult:
 
 
 def _ids(result: GraderResult) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(i for e in result.evidence for i in e.span_ids))
+    """A child's evidence span ids, each once, in order."""
+    evidence = result.evidence
+    if len(evidence) == 1:
+        ids = evidence[0].span_ids
+        if type(ids) is tuple and len(set(ids)) == len(ids):  # each once already
+            return ids
+    return tuple(dict.fromkeys(i for e in evidence for i in e.span_ids))
 
 
 SPECS = (GraderSpec("composite", CompositeConfig, composite, "child graders combined by an aggregator"),)
