@@ -19,7 +19,6 @@ import json
 import time
 import warnings
 from collections.abc import Mapping, Sequence
-from itertools import chain, islice
 from typing import Any
 
 from opentelemetry._logs import Logger, get_logger_provider
@@ -49,7 +48,7 @@ from opentelemetry.trace import (
 from opentelemetry.util.types import AttributeValue
 
 from trajgrade.core import semconv as sc
-from trajgrade.core.graders.base import Evidence, GraderResult
+from trajgrade.core.graders.base import GraderResult, evidence_span_ids
 from trajgrade.core.graders.catalogue import lookup
 from trajgrade.core.inflight import Breach
 from trajgrade.core.internal_errors import report_internal_error
@@ -142,22 +141,10 @@ def result_attributes(result: GraderResult) -> dict[str, AttributeValue]:
         v = _attr_value(limit)
         if v is not None:
             attrs[sc.TRAJGRADE_LIMIT] = v
-    span_ids = _evidence_span_ids(result.evidence)
-    if span_ids:
-        attrs[sc.TRAJGRADE_EVIDENCE_SPAN_IDS] = span_ids
+    span_ids = evidence_span_ids(result.evidence) if result.evidence else ()
+    if span_ids:  # each once, in order, the first _MAX_SPAN_IDS
+        attrs[sc.TRAJGRADE_EVIDENCE_SPAN_IDS] = span_ids if len(span_ids) <= _MAX_SPAN_IDS else span_ids[:_MAX_SPAN_IDS]
     return attrs
-
-
-def _evidence_span_ids(evidence: Sequence[Evidence]) -> tuple[str, ...]:
-    """The span ids of a result's evidence, each once, in order, the first ``_MAX_SPAN_IDS``."""
-    if not evidence:
-        return ()
-    if len(evidence) == 1:
-        ids = evidence[0].span_ids
-        if type(ids) is tuple and len(set(ids)) == len(ids):  # each once already (a set is the cheapest check)
-            return ids if len(ids) <= _MAX_SPAN_IDS else ids[:_MAX_SPAN_IDS]
-        return tuple(islice(dict.fromkeys(ids), _MAX_SPAN_IDS))
-    return tuple(islice(dict.fromkeys(chain.from_iterable(e.span_ids for e in evidence)), _MAX_SPAN_IDS))
 
 
 def results_attributes(results: Sequence[GraderResult]) -> list[dict[str, AttributeValue]]:
