@@ -177,6 +177,38 @@ def test_evidence_span_ids_are_capped_at_64() -> None:
     assert ids == many[:64]
 
 
+def test_the_span_ids_of_a_single_evidence_are_capped_at_64_too() -> None:
+    many = tuple(f"{n:016x}" for n in range(100))
+    assert result_attributes(result(evidence=(Evidence("a", many),)))["trajgrade.evidence.span_ids"] == many[:64]
+
+
+def test_results_of_one_grader_share_nothing_but_its_identity() -> None:
+    """The attributes a grader's name and type decide are made once for it: each result gets its own copy, with its
+    own score, label or error type, in the order the conventions' attributes were always written."""
+    failed = result_attributes(result(status="error", score=0, explanation="x", error_type="timeout", value=3))
+    passed = result_attributes(result(score=1, explanation="y" * 5000))
+    failed["extra"] = True  # a door adding to one result's attributes changes no other
+    assert "extra" not in result_attributes(result())
+    assert list(passed) == [
+        "gen_ai.evaluation.name",
+        "gen_ai.evaluation.score.value",
+        "gen_ai.evaluation.explanation",
+        "gen_ai.evaluation.evaluator.id",
+        "gen_ai.evaluation.evaluator.version",
+        "trajgrade.grader.type",
+        "gen_ai.evaluation.evaluator.type",
+        "gen_ai.evaluation.score.label",
+    ]
+    assert (passed["gen_ai.evaluation.score.value"], passed["gen_ai.evaluation.explanation"]) == (1.0, "y" * 4096)
+    assert type(passed["gen_ai.evaluation.score.value"]) is float and "error.type" not in passed
+    assert (failed["error.type"], failed["trajgrade.value"], failed["gen_ai.evaluation.explanation"]) == (
+        "timeout",
+        3,
+        "x",
+    )
+    assert "gen_ai.evaluation.score.label" not in failed
+
+
 def test_no_span_ids_no_attribute() -> None:
     assert "trajgrade.evidence.span_ids" not in result_attributes(result(evidence=(Evidence("only words"),)))
     assert "trajgrade.evidence.span_ids" not in result_attributes(result())

@@ -3,6 +3,7 @@ suites chosen by match, and composites run as the suite runs its graders."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -14,7 +15,7 @@ from factories import llm, run, tool
 from trajgrade.core import running
 from trajgrade.core.config import Config, Grader, Match, Scoring, Suite
 from trajgrade.core.graders import composite as composite_module
-from trajgrade.core.graders.base import GraderConfig, GraderResult, GraderSpec, Status
+from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, Status
 from trajgrade.core.graders.catalogue import lookup
 from trajgrade.core.graders.composite import CompositeConfig
 from trajgrade.core.patterns import PatternTimeout
@@ -207,3 +208,33 @@ def test_a_grader_listed_again_with_the_same_options_runs_once_per_grading() -> 
     assert calls == ["top", "top"]  # once per grading, not once for good
     assert [run_grader(g, T).name for g in (top, inner)] == ["top", "inner"]  # outside a grading: each runs
     assert calls == ["top", "top", "top", "inner"]
+
+
+def test_a_result_renamed_is_the_same_result_under_the_other_name() -> None:
+    """A grader listed again gets the earlier result under its own name: every other field is the earlier one's."""
+    evidence = (Evidence("why", ("00000000000000a1",)),)
+    earlier = GraderResult(
+        name="a",
+        type="loop",
+        status="error",
+        score=0.25,
+        explanation="because",
+        value={"v": 1},
+        limit=[2],
+        evidence=evidence,
+        details={"d": 3},
+        error_type="timeout",
+    )
+    assert earlier.renamed("b") == dataclasses.replace(earlier, name="b")
+    assert [f.name for f in dataclasses.fields(GraderResult)] == [
+        "name",
+        "type",
+        "status",
+        "score",
+        "explanation",
+        "value",
+        "limit",
+        "evidence",
+        "details",
+        "error_type",
+    ]  # the order renamed passes them in

@@ -19,7 +19,6 @@ import json
 import time
 import warnings
 from collections.abc import Mapping, Sequence
-from itertools import chain, islice
 from typing import Any
 
 from opentelemetry._logs import Logger, get_logger_provider
@@ -35,6 +34,7 @@ from opentelemetry.sdk.trace import (
 from opentelemetry.sdk.trace import Tracer as SdkTracer
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
+from opentelemetry.sdk.util import BoundedList
 from opentelemetry.sdk.util.instrumentation import InstrumentationInfo, InstrumentationScope
 from opentelemetry.trace import (
     NonRecordingSpan,
@@ -48,7 +48,7 @@ from opentelemetry.trace import (
 from opentelemetry.util.types import AttributeValue
 
 from trajgrade.core import semconv as sc
-from trajgrade.core.graders.base import GraderResult
+from trajgrade.core.graders.base import GraderResult, evidence_span_ids
 from trajgrade.core.graders.catalogue import lookup
 from trajgrade.core.inflight import Breach
 from trajgrade.core.internal_errors import report_internal_error
@@ -76,63 +76,74 @@ _MAX_SPAN_IDS = 64
 _MAX_TEXT = 4096
 
 
+#: ``json.dumps(value, sort_keys=True, default=str)``, its encoder made once (``dumps`` makes one per call).
+_JSON = json.JSONEncoder(sort_keys=True, default=str)
+
+
 def _attr_value(value: Any) -> AttributeValue | None:
     if value is None:
         return None
     if isinstance(value, bool | int | float | str):
         return value if not isinstance(value, str) else value[:_MAX_TEXT]
     try:
-        return json.dumps(value, sort_keys=True, default=str)[:_MAX_TEXT]
+        return _JSON.encode(value)[:_MAX_TEXT]
     except (TypeError, ValueError):
         return str(value)[:_MAX_TEXT]
 
 
-#: ``_evaluator_type`` of the grader types met so far (the catalogue does not change while a process runs).
-_EVALUATOR_TYPES: dict[str, str | None] = {}
+#: The attributes of a result that its grader's name and type decide (its evaluator), by (name, type), in the
+#: order ``result_attributes`` writes them: the score and the explanation are placeholders, overwritten in place.
+_EVALUATORS: dict[tuple[str, str], dict[str, AttributeValue]] = {}
 
 
 def _evaluator_type(grader_type: str) -> str | None:
     """How a grader type decides (``semconv.EVALUATOR_TYPE_BY_SCORE_KIND``); None for a type not catalogued."""
-    try:
-        return _EVALUATOR_TYPES[grader_type]
-    except KeyError:
-        pass
     spec = lookup(grader_type)
-    evaluator_type = sc.EVALUATOR_TYPE_BY_SCORE_KIND.get(spec.taxonomy.score_kind) if spec is not None else None
-    if len(_EVALUATOR_TYPES) < 1024:  # catalogued types, and what a result from elsewhere names
-        _EVALUATOR_TYPES[grader_type] = evaluator_type
-    return evaluator_type
+    return sc.EVALUATOR_TYPE_BY_SCORE_KIND.get(spec.taxonomy.score_kind) if spec is not None else None
+
+
+def _evaluator(name: str, grader_type: str) -> dict[str, AttributeValue]:
+    attrs: dict[str, AttributeValue] = {
+        sc.EVALUATION_NAME: name,
+        sc.EVALUATION_SCORE_VALUE: 0.0,
+        sc.EVALUATION_EXPLANATION: "",
+        sc.EVALUATOR_ID: name,
+        sc.EVALUATOR_VERSION: __version__,
+        sc.TRAJGRADE_GRADER_TYPE: grader_type,
+    }
+    evaluator_type = _evaluator_type(grader_type)
+    if evaluator_type is not None:
+        attrs[sc.EVALUATOR_TYPE] = evaluator_type
+    if len(_EVALUATORS) < 1024:  # a config's graders, and what results from elsewhere name
+        _EVALUATORS[(name, grader_type)] = attrs
+    return attrs
 
 
 def result_attributes(result: GraderResult) -> dict[str, AttributeValue]:
     """The attributes of one ``gen_ai.evaluation.result`` event."""
-    attrs: dict[str, AttributeValue] = {
-        sc.EVALUATION_NAME: result.name,
-        sc.EVALUATION_SCORE_VALUE: float(result.score),
-        sc.EVALUATION_EXPLANATION: result.explanation[:_MAX_TEXT],
-        sc.EVALUATOR_ID: result.name,
-        sc.EVALUATOR_VERSION: __version__,
-        sc.TRAJGRADE_GRADER_TYPE: result.type,
-    }
-    evaluator_type = _evaluator_type(result.type)
-    if evaluator_type is not None:
-        attrs[sc.EVALUATOR_TYPE] = evaluator_type
+    evaluator = _EVALUATORS.get((result.name, result.type))
+    attrs = (evaluator if evaluator is not None else _evaluator(result.name, result.type)).copy()
+    score = result.score
+    attrs[sc.EVALUATION_SCORE_VALUE] = score if type(score) is float else float(score)
+    explanation = result.explanation
+    attrs[sc.EVALUATION_EXPLANATION] = explanation if len(explanation) <= _MAX_TEXT else explanation[:_MAX_TEXT]
     if result.status == "error":
         attrs[sc.ERROR_TYPE] = result.error_type or "not_evaluable"
     else:
         attrs[sc.EVALUATION_SCORE_LABEL] = result.status
-    for key, value in ((sc.TRAJGRADE_VALUE, result.value), (sc.TRAJGRADE_LIMIT, result.limit)):
+    value = result.value
+    if value is not None:
         v = _attr_value(value)
         if v is not None:
-            attrs[key] = v
-    evidence = result.evidence
-    span_ids = (  # each once, in order
-        dict.fromkeys(evidence[0].span_ids)
-        if len(evidence) == 1
-        else dict.fromkeys(chain.from_iterable(e.span_ids for e in evidence))
-    )
-    if span_ids:
-        attrs[sc.TRAJGRADE_EVIDENCE_SPAN_IDS] = tuple(islice(span_ids, _MAX_SPAN_IDS))
+            attrs[sc.TRAJGRADE_VALUE] = v
+    limit = result.limit
+    if limit is not None:
+        v = _attr_value(limit)
+        if v is not None:
+            attrs[sc.TRAJGRADE_LIMIT] = v
+    span_ids = evidence_span_ids(result.evidence) if result.evidence else ()
+    if span_ids:  # each once, in order, the first _MAX_SPAN_IDS
+        attrs[sc.TRAJGRADE_EVIDENCE_SPAN_IDS] = span_ids if len(span_ids) <= _MAX_SPAN_IDS else span_ids[:_MAX_SPAN_IDS]
     return attrs
 
 
@@ -278,6 +289,18 @@ class EvaluationSpans:
         with warnings.catch_warnings():  # the SDK's Tracer still takes the deprecated form too
             warnings.simplefilter("ignore", DeprecationWarning)
             self._info = InstrumentationInfo(sc.TRAJGRADE_SCOPE, __version__)
+        # The tracer of the last pipeline and resource a run came from (a process has one provider, mostly): making
+        # one reads the SDK's limits and settings from the environment, as a provider does once.
+        self._last: tuple[Any, Any, SdkTracer, SpanLimits] | None = None
+
+    def _tracer(self, processor: Any, resource: Any) -> tuple[SdkTracer, SpanLimits]:
+        last = self._last
+        if last is not None and last[0] is processor and last[1] is resource:
+            return last[2], last[3]
+        limits = SpanLimits()
+        tracer = SdkTracer(ParentBased(ALWAYS_ON), resource, processor, self._ids, self._info, limits, self._scope)
+        self._last = (processor, resource, tracer, limits)
+        return tracer, limits
 
     def emit(
         self,
@@ -299,8 +322,7 @@ class EvaluationSpans:
         tracer: Tracer
         limits: SpanLimits | None = None
         if span is not None and isinstance(processor, SynchronousMultiSpanProcessor | ConcurrentMultiSpanProcessor):
-            sampler, limits = ParentBased(ALWAYS_ON), SpanLimits()
-            tracer = SdkTracer(sampler, span.resource, processor, self._ids, self._info, limits, self._scope)
+            tracer, limits = self._tracer(processor, span.resource)
         else:
             tracer = (self._tracer_provider or get_tracer_provider()).get_tracer(sc.TRAJGRADE_SCOPE, __version__)
         parent_context = set_span_in_context(NonRecordingSpan(parent))
@@ -310,8 +332,32 @@ class EvaluationSpans:
             start_time=end,
             attributes={**report_attributes(report), sc.OPERATION_NAME: "evaluation"},
         )
-        _add_events(evaluation, results_attributes(report.results) if made is None else made, end, limits)
+        attributes = results_attributes(report.results) if made is None else made
+        if limits is None or not _add_all_events(evaluation, attributes, end, limits):
+            _add_events(evaluation, attributes, end, limits)
         evaluation.end(end_time=end)
+
+
+def _add_all_events(
+    span: Any, attributes: Sequence[Mapping[str, AttributeValue]], timestamp: int, limits: SpanLimits
+) -> bool:
+    """The results' events on the evaluation span just started by the tracer made here, appended together under
+    the span's lock, as ``_add_events`` would append them one by one (each under that lock and its list's); False
+    when they cannot all go as made (limits that cut or drop, a span that is not the SDK's or has ended)."""
+    events = getattr(span, "_events", None)
+    most = limits.max_event_attributes
+    if (
+        limits.max_attribute_length is not None
+        or not isinstance(events, BoundedList)
+        or (most is not None and any(len(a) > most for a in attributes))
+    ):
+        return False
+    made = [Event(sc.EVALUATION_RESULT_EVENT, a, timestamp) for a in attributes]
+    with span._lock:
+        if span._end_time is not None:
+            return False
+        events.extend(made)
+    return True
 
 
 def _add_events(

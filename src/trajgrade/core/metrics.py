@@ -6,6 +6,7 @@ already emit ``gen_ai.client.*``; trajgrade never re-emits them.
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -31,6 +32,8 @@ _GRADING_BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0)
 _FLUSH_S = 1.0
 #: Grader types whose value / limit is a budget utilisation.
 _BUDGET_TYPES = frozenset({"token-budget", "tool-call-count", "turn-count", "wall-time", "step-count", "budget"})
+#: A count's counter and attributes, as its pending count is kept.
+_CountKey = tuple[Counter, tuple[tuple[str, Any], ...]]
 
 
 class GradingMetrics:
@@ -96,7 +99,7 @@ class GradingMetrics:
         # Run and result counts, summed by (counter, attributes) until they are added in one call each: the SDK
         # spends about 20 us on every call, and a run of three results would make four of them.
         self._lock = threading.Lock()
-        self._pending: dict[tuple[Counter, tuple[tuple[str, Any], ...]], int] = {}
+        self._pending: collections.Counter[_CountKey] = collections.Counter()
         self._flushed = time.monotonic()
         meter.create_observable_up_down_counter(
             "trajgrade.traces.active",
@@ -114,15 +117,10 @@ class GradingMetrics:
     def flush(self) -> None:
         """Add the counts summed so far to their counters."""
         with self._lock:
-            pending, self._pending = self._pending, {}
+            pending, self._pending = self._pending, collections.Counter()
             self._flushed = time.monotonic()
         for (counter, attributes), n in pending.items():
             counter.add(n, dict(attributes))
-
-    def _count(self, counter: Counter, attributes: dict[str, Any]) -> None:
-        key = (counter, tuple(attributes.items()))
-        with self._lock:
-            self._pending[key] = self._pending.get(key, 0) + 1
 
     def record_report(self, report: RunReport, grading_seconds: float) -> None:
         t = report.trajectory
@@ -130,10 +128,8 @@ class GradingMetrics:
         base: dict[str, Any] = {sc.AGENT_NAME: t.agent_name or "unknown"}
         if t.service_name:
             base[sc.SERVICE_NAME] = t.service_name
-        self._count(
-            self.runs,
-            {**base, sc.METRIC_RESULT: "passed" if report.passed else "failed", sc.TRAJGRADE_PARTIAL: t.partial},
-        )
+        runs = {**base, sc.METRIC_RESULT: "passed" if report.passed else "failed", sc.TRAJGRADE_PARTIAL: t.partial}
+        counts: list[_CountKey] = [(self.runs, tuple(runs.items()))]
         if s.total_tokens is not None:
             self.tokens.record(s.total_tokens, base)
         self.tool_calls.record(s.tool_calls, base)
@@ -141,6 +137,7 @@ class GradingMetrics:
         if s.cost_usd is not None:
             self.cost.record(s.cost_usd, base)
         self.grading_duration.record(grading_seconds, base)
+        evaluations, score = self.evaluations, self.score
         for r in report.results:
             attrs = {
                 **base,
@@ -148,11 +145,13 @@ class GradingMetrics:
                 sc.TRAJGRADE_GRADER_TYPE: r.type,
                 sc.EVALUATION_SCORE_LABEL: r.status,
             }
-            self._count(self.evaluations, attrs)
-            self.score.record(r.score, attrs)
+            counts.append((evaluations, tuple(attrs.items())))
+            score.record(r.score, attrs)
             ratio = _utilisation(r.value, r.limit) if r.type in _BUDGET_TYPES else None
             if ratio is not None:
                 self.utilization.record(ratio, {**base, sc.EVALUATION_NAME: r.name, sc.TRAJGRADE_GRADER_TYPE: r.type})
+        with self._lock:
+            self._pending.update(counts)  # each key hashed once (a dict's get and set would hash it twice)
         if time.monotonic() - self._flushed >= _FLUSH_S:
             self.flush()
 

@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from trajgrade.core.config import Config, Grader, Scoring
@@ -104,7 +104,7 @@ def _run_once(grader: Grader, trajectory: Trajectory, timeout_s: float, done: _D
     else:
         for other_spec, other_options, earlier in same_type:
             if other_spec is spec and (other_options is options or other_options == options):
-                return earlier if earlier.name == grader.name else replace(earlier, name=grader.name)
+                return earlier if earlier.name == grader.name else earlier.renamed(grader.name)
     result = _run(grader, trajectory, timeout_s)
     same_type.append((spec, options, result))
     return result

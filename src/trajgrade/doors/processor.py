@@ -278,6 +278,7 @@ class GradingSpanProcessor(SpanProcessor):
         """Emit in-flight breaches (on the worker thread): an event on the open root, a log event, the counter and
         the application's callback; an enforced one stops its run."""
         token = otel_context.attach(otel_context.set_value(_SUPPRESS, True))
+        agents: dict[int, str | None] = {}  # the agent of each open root met, by span id: read once per call
         try:
             for breach in breaches:
                 with self._lock:
@@ -286,7 +287,10 @@ class GradingSpanProcessor(SpanProcessor):
                 root = self._put_on_root(breach) if not on_root else self._open_root(breach)
                 if breach.agent is None and root is not None:  # the run's agent may be its root, still open
                     with internal_errors("emit breach", self._grading.count_internal_error):
-                        breach = replace(breach, agent=normalize_sdk(root, keep_attributes=False).agent_name)
+                        span_id = root.context.span_id
+                        if span_id not in agents:
+                            agents[span_id] = normalize_sdk(root, keep_attributes=False).agent_name
+                        breach = replace(breach, agent=agents[span_id])
                 if self._logger is not None:
                     with internal_errors("emit breach", self._grading.count_internal_error):
                         log_breach(breach, self._logger, root.context if root is not None else None)

@@ -8,7 +8,7 @@ A grader is a pydantic config model (strict, ``extra="forbid"``, frozen) and a p
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -26,6 +26,7 @@ __all__ = [
     "GraderSpec",
     "Status",
     "Taxonomy",
+    "evidence_span_ids",
     "linear_score",
     "not_evaluable",
 ]
@@ -62,6 +63,21 @@ class GraderResult:
     @property
     def passed(self) -> bool:
         return self.status == "pass"
+
+    def renamed(self, name: str) -> GraderResult:
+        """The same result under another grader's name (``dataclasses.replace`` costs several times as much)."""
+        return GraderResult(
+            name,
+            self.type,
+            self.status,
+            self.score,
+            self.explanation,
+            self.value,
+            self.limit,
+            self.evidence,
+            self.details,
+            self.error_type,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +120,15 @@ class GraderSpec:
     needs: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     watch: Callable[[Any, str], Gate | None] | None = None
+
+
+def evidence_span_ids(evidence: Sequence[Evidence]) -> tuple[str, ...]:
+    """The span ids of a result's evidence, each once, in order."""
+    if len(evidence) == 1:
+        ids = evidence[0].span_ids
+        if type(ids) is tuple and len(set(ids)) == len(ids):  # each once already (a set is the cheapest check)
+            return ids
+    return tuple(dict.fromkeys(i for e in evidence for i in e.span_ids))
 
 
 def linear_score(value: float, limit: float) -> float:

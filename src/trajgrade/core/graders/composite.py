@@ -24,7 +24,14 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, InstanceOf, field_validator, model_validator
 
 from trajgrade.core.config import Grader, Scoring
-from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
+from trajgrade.core.graders.base import (
+    Evidence,
+    GraderConfig,
+    GraderResult,
+    GraderSpec,
+    evidence_span_ids,
+    not_evaluable,
+)
 from trajgrade.core.running import aggregate, run_children, score_of
 from trajgrade.core.trajectory.model import Trajectory
 
@@ -117,7 +124,7 @@ def composite(t: Trajectory, c: CompositeConfig, name: str) -> GraderResult:
 
 
 def _ids(result: GraderResult) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(i for e in result.evidence for i in e.span_ids))
+    return evidence_span_ids(result.evidence)
 
 
 SPECS = (GraderSpec("composite", CompositeConfig, composite, "child graders combined by an aggregator"),)

@@ -24,8 +24,7 @@ score 1 when every check is a hit, else 0. Details hold ``hits``, ``misses`` and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Literal, NamedTuple
 
 from pydantic import AliasChoices, Field, model_validator
 
@@ -50,8 +49,10 @@ DEFAULT_EXPLORATION_TOOLS = ("read", "grep", "glob", "search", "list", "Read", "
 Limit = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
-@dataclass(frozen=True, slots=True)
-class _Check:
+class _Check(NamedTuple):
+    """One bound checked (a tuple: a run's grading makes a dozen, and a frozen dataclass costs several times as
+    much to build)."""
+
     hit: bool
     text: str
 

@@ -43,7 +43,7 @@ from trajgrade.core.graders.repetition import (
     same_call,
     unknown_count,
 )
-from trajgrade.core.graders.steps import calls_named
+from trajgrade.core.graders.steps import calls_named, span_ids
 from trajgrade.core.graders.watch import ON_TOOL_CALLS, Gate, Repetitions, RunSoFar
 from trajgrade.core.patterns import compile_pattern, name_filter
 from trajgrade.core.running import grading_facts
@@ -133,7 +133,7 @@ def _max_repeat(
         explanation=f"longest repetition: {text}" if ok else f"repeated more than {c.max} times: {text}",
         value=occurrences,
         limit=c.max,
-        evidence=(Evidence(text, tuple(s.span_id for s in steps) if occurrences > 1 else ()),),
+        evidence=(Evidence(text, span_ids(steps) if occurrences > 1 else ()),),
         details={"value": occurrences, "max": c.max, "period": period, "match": c.match},
     )
 
@@ -164,7 +164,7 @@ def _loop_outcome(
         explanation=f"{text}; {expected}",
         value=retries,
         limit=limit,
-        evidence=(Evidence(text, tuple(s.span_id for s in steps) if retries else ()),),
+        evidence=(Evidence(text, span_ids(steps) if retries else ()),),
         details={
             "retries": retries,
             "max_acceptable_retries": limit,

@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
-from trajgrade.core.graders.steps import all_arguments_captured, tool_calls
+from trajgrade.core.graders.steps import all_arguments_captured, tool_calls, tool_names
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS"]
@@ -130,9 +130,15 @@ def _any_order(calls: list[Step], c: ToolTrajectoryConfig, tally: _Tally) -> Non
 
 
 def _in_order(calls: list[Step], c: ToolTrajectoryConfig, tally: _Tally) -> None:
+    names: list[str | None] = list(tool_names(calls))  # each call's tool name, looked up by the list's own index
+    if len(names) != len(calls):
+        names = [s.tool.name if s.tool is not None else None for s in calls]
     position = 0
     for item in c.expected or ():
-        j = next((k for k in range(position, len(calls)) if _tool_is(calls[k], item.tool)), None)
+        try:
+            j: int | None = names.index(item.tool, position)
+        except ValueError:
+            j = None
         if j is None:
             tally.miss(f"{item.tool}: not called after the previous expected call")
             continue

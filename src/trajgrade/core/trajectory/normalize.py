@@ -384,17 +384,27 @@ def normalize_sdk(span: Any, keep_attributes: bool | None = None) -> SpanRecord:
 
 def sdk_intake(span: Any) -> tuple[str, SpanRecord] | None:
     """What the span processor's worker makes of an ended SDK span that is not a root: its trace (``sdk_trace``)
-    and its record; None for trajgrade's own evaluation span. ``UnreadableSpan`` (from the error) for a span that
-    cannot be read."""
+    and its record; None for trajgrade's own evaluation span (known by its name and scope before it is read: it
+    carries a run's results as events). ``UnreadableSpan`` (from the error) for a span that cannot be read."""
     try:
+        if _is_evaluation_span(span):
+            return None
         record = normalize_sdk(span, keep_attributes=False)
     except Exception as e:
         raise UnreadableSpan(sdk_trace(span)) from e
-    if record.name.startswith(sc.EVALUATION_SPAN_PREFIX):
-        scope = span.instrumentation_scope
-        if scope is not None and scope.name == sc.TRAJGRADE_SCOPE:
-            return None
     return record.trace_id, record
+
+
+def _is_evaluation_span(span: Any) -> bool:
+    """Whether an SDK span is trajgrade's own evaluation span."""
+    try:
+        name = span._name
+    except AttributeError:
+        name = span.name
+    if not (isinstance(name, str) and name.startswith(sc.EVALUATION_SPAN_PREFIX)):
+        return False
+    scope = span.instrumentation_scope
+    return scope is not None and scope.name == sc.TRAJGRADE_SCOPE
 
 
 def _record(
