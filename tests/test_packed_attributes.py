@@ -78,3 +78,17 @@ def test_a_breach_event_exports_as_its_dict_would() -> None:
     assert b"4 tool calls, more than the 3 allowed" in packed[0]
     ids = packed[1]["events"][0]["attributes"][sc.TRAJGRADE_EVIDENCE_SPAN_IDS]
     assert ids == ["00000000000000a1", "00000000000000a2"]
+
+
+def test_a_string_or_strings_equal_to_the_previous_mappings_are_its_object() -> None:
+    """Consecutive events of the same keys share their equal strings and tuples of strings, and nothing that only
+    compares equal (a bool and an int, -0.0 and 0.0)."""
+    ids, text = ("01", "02"), "loop found"
+    PackedAttributes({"ids": ids, "text": text, "zero": 0.0, "flag": (True,), "name": "a"})
+    again: dict[str, Any] = {"ids": tuple("".join(["0", d]) for d in "12"), "text": " ".join(["loop", "found"])}
+    again.update(zero=-0.0, flag=(1,), name="b")
+    assert again["ids"] is not ids and again["ids"] == ids and again["text"] is not text
+    second = PackedAttributes(again)
+    assert second["ids"] is ids and second["text"] is text
+    assert str(second["zero"]) == "-0.0" and second["flag"] == (1,) and type(second["flag"][0]) is int
+    assert second == again and second["name"] == "b"

@@ -226,8 +226,6 @@ class SpanRecord:
         """Equal fields, whichever classes hold them."""
         return isinstance(other, SpanRecord) and self.fields() == other.fields()
 
-    __hash__ = None  # type: ignore[assignment]
-
     def __repr__(self) -> str:
         return "SpanRecord(" + ", ".join(f"{k}={v!r}" for k, v in self.fields().items()) + ")"
 
