@@ -20,6 +20,7 @@ COMPILED = [
     "src/trajgrade/core/runfiles.py",
     "src/trajgrade/core/trajectory/model.py",
     "src/trajgrade/core/trajectory/span_shape.py",
+    "src/trajgrade/core/trajectory/records.py",
     "src/trajgrade/core/trajectory/normalize.py",
     "src/trajgrade/core/trajectory/content.py",
     "src/trajgrade/core/trajectory/tool_requests.py",

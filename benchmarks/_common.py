@@ -9,13 +9,14 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trajgrade.core.trajectory import SpanRecord, Trajectory, build_trajectories
 from trajgrade.core.trajectory.model import Usage
 from trajgrade.core.trajectory.normalize import MISSING
+from trajgrade.core.trajectory.records import replace_record, span_record
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -79,7 +80,7 @@ def median_time(fn: Callable[[], Any], *, repeat: int = 15, number: int = 1) -> 
 def synthetic_records(steps: int, *, trace: str = TRACE) -> list[SpanRecord]:
     """A run of ``steps`` steps: model calls each followed by a tool call, with realistic, varied arguments."""
     t0 = 1_700_000_000_000_000_000
-    root = SpanRecord(
+    root = span_record(
         trace_id=trace,
         span_id=f"{1:016x}",
         parent_span_id=None,
@@ -97,7 +98,7 @@ def synthetic_records(steps: int, *, trace: str = TRACE) -> list[SpanRecord]:
         start = t0 + i * 1_000_000
         if i % 2 == 0:
             records.append(
-                SpanRecord(
+                span_record(
                     trace_id=trace,
                     span_id=span_id,
                     parent_span_id=root.span_id,
@@ -116,7 +117,7 @@ def synthetic_records(steps: int, *, trace: str = TRACE) -> list[SpanRecord]:
         else:
             name = TOOLS[(i // 2) % len(TOOLS)]
             records.append(
-                SpanRecord(
+                span_record(
                     trace_id=trace,
                     span_id=span_id,
                     parent_span_id=root.span_id,
@@ -229,7 +230,7 @@ def looping_records(steps: int, *, trace: str = TRACE, block: int = 4, width: in
                 "page": k % (block + 1),
             }
         out.append(
-            replace(
+            replace_record(
                 r,
                 name=f"execute_tool {name}",
                 tool_name=name,

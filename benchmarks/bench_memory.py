@@ -5,7 +5,8 @@ sidecar, with ``every_grader.yaml`` and in-flight checks on (the defaults).
 child spans (ten GenAI attributes each, as ``bench_hot_path.py`` makes them; ids and arguments differ per
 span). The figure is tracemalloc's growth over the children, once the in-flight checks have read them, divided
 by their number (target: at most 512 bytes a step). The processor's spans are all read and checked before the
-second snapshot (a span the worker has not read yet is an SDK span, several kilobytes: counting those would
+second snapshot, and the breaches they found are on their roots (a span the worker has not read yet is an SDK span,
+several kilobytes, and a breach it has not emitted yet is an event missing from its root: counting either would
 measure the worker's speed under tracemalloc, not what a buffered step costs).
 
 - processor: ``GradingSpanProcessor`` under a ``TracerProvider``; the roots are live SDK spans;
@@ -74,9 +75,10 @@ def processor_figure() -> Figure:
             for a in attrs:
                 tracer.start_span("execute_tool search", context=context, attributes=a).end()
 
-    def settle() -> None:  # every span read and checked, as the worker's next pass would
+    def settle() -> None:  # every span read and checked, as the worker's next pass would, and every breach emitted
         processor.force_flush()
         processor._worker.check_open()
+        processor.force_flush()  # a pass the worker began meanwhile has emitted its breaches
 
     per_step = _grown(setup, fill, settle)
     provider.shutdown()

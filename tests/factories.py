@@ -13,6 +13,7 @@ from typing import Any
 
 from trajgrade.core.trajectory import SpanRecord, Trajectory, build_trajectories
 from trajgrade.core.trajectory.normalize import MISSING
+from trajgrade.core.trajectory.records import span_record
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 ROOT_ID = "00f067aa0ba902b7"
@@ -98,7 +99,7 @@ def run(
                     else None
                 )
                 records.append(
-                    SpanRecord(
+                    span_record(
                         trace_id=TRACE_ID,
                         span_id=span_id,
                         parent_span_id=parent,
@@ -119,7 +120,7 @@ def run(
                 )
             else:
                 records.append(
-                    SpanRecord(
+                    span_record(
                         trace_id=TRACE_ID,
                         span_id=span_id,
                         parent_span_id=parent,
@@ -145,7 +146,7 @@ def run(
     end = max([r.end_unix_nano for r in records], default=T0) + MS
     if duration_ms is not None:
         end = T0 + int(duration_ms * MS)
-    root = SpanRecord(
+    root = span_record(
         trace_id=TRACE_ID,
         span_id=ROOT_ID,
         parent_span_id=None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from trajgrade.core.assembler import Assembler
 from trajgrade.core.trajectory.normalize import SpanRecord
+from trajgrade.core.trajectory.records import span_record
 
 
 def _fresh(text: str) -> str:
@@ -12,7 +13,7 @@ def _fresh(text: str) -> str:
 
 
 def _record(span_id: str, parent: str, tool: str, trace: str = "ab" * 16) -> SpanRecord:
-    return SpanRecord(
+    return span_record(
         trace_id=_fresh(trace),
         span_id=_fresh(span_id),
         parent_span_id=_fresh(parent),

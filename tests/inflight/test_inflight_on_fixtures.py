@@ -9,7 +9,6 @@ from __future__ import annotations
 import gc
 import json
 import tracemalloc
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from trajgrade.core.inflight import Breach, InFlightChecks, RunTracker
 from trajgrade.core.readers import read_path
 from trajgrade.core.trajectory import Trajectory, build_trajectories, normalize
 from trajgrade.core.trajectory.normalize import SpanRecord
+from trajgrade.core.trajectory.records import replace_record
 
 FILES = fixture_files()
 
@@ -165,8 +165,10 @@ def test_an_open_runs_memory_does_not_grow_with_its_length() -> None:
 
     def feed(start: int, n: int) -> None:
         for i in range(start, start + n):
-            tracker.add(replace(llm, span_id=f"a{i:015x}", parent_span_id=t.root_span_id))
-            tracker.add(replace(tool, span_id=f"b{i:015x}", parent_span_id=t.root_span_id, tool_arguments={"page": i}))
+            tracker.add(replace_record(llm, span_id=f"a{i:015x}", parent_span_id=t.root_span_id))
+            tracker.add(
+                replace_record(tool, span_id=f"b{i:015x}", parent_span_id=t.root_span_id, tool_arguments={"page": i})
+            )
 
     tracemalloc.start()
     feed(0, 1_000)

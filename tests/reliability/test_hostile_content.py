@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from trajgrade import GradingSpanProcessor, RunReport, grade_run, parse_config
 from trajgrade.core.trajectory import SpanRecord, build_trajectories
+from trajgrade.core.trajectory.records import span_record
 from trajgrade.doors.cli import main
 
 CATASTROPHIC = "(a|aa)+$"  # exponential backtracking on "aaa...a!"
@@ -158,7 +159,7 @@ def test_cycles_duplicates_and_clocks_going_backwards_still_build() -> None:
     t0 = 1_700_000_000_000_000_000
 
     def rec(span: str, parent: str | None, start: int, end: int, kind: str = "tool_call") -> SpanRecord:
-        return SpanRecord(
+        return span_record(
             trace_id=trace,
             span_id=span,
             parent_span_id=parent,

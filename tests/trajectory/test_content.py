@@ -11,12 +11,13 @@ import pytest
 from trajgrade.core import content_formats as cf
 from trajgrade.core.trajectory.content import final_output, requested, tool_call, tool_definitions
 from trajgrade.core.trajectory.normalize import MISSING, PartsRef, SpanRecord
+from trajgrade.core.trajectory.records import span_record
 
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}}
 
 
 def _record(**fields: Any) -> SpanRecord:
-    return SpanRecord(
+    return span_record(
         trace_id="t",
         span_id="s",
         parent_span_id=None,

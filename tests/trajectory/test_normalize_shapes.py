@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from dataclasses import fields
 from typing import Any
 
 import pytest
@@ -40,7 +39,7 @@ def _orders(attributes: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def _record(span: Any) -> dict[str, Any]:
     r = normalize(span, True)
-    record = {f.name: getattr(r, f.name) for f in fields(r)}
+    record = r.fields()
     record["attributes"] = dict(sorted((r.attributes or {}).items()))
     return record
 

@@ -52,6 +52,7 @@ from trajgrade.core.graders.base import GraderResult, evidence_span_ids
 from trajgrade.core.graders.catalogue import lookup
 from trajgrade.core.inflight import Breach
 from trajgrade.core.internal_errors import report_internal_error
+from trajgrade.core.packed_attributes import PackedAttributes
 from trajgrade.core.running import RunReport
 from trajgrade.core.trajectory.model import Step
 from trajgrade.core.trajectory.normalize import SpanRecord
@@ -388,8 +389,9 @@ def add_breach_event(span: Any, breach: Breach) -> None:
     A root that ended while the worker made the event keeps none (the SDK would drop it with a warning in the
     agent's log): the breach still goes out as a log event and in the counter, and the run's grade carries the
     result. The attributes are made before the root is looked at, so that a root ending between the look and the
-    append is down to a window of a few instructions."""
-    attributes = breach_attributes(breach)
+    append is down to a window of a few instructions. The attributes are packed (``PackedAttributes``): the root may
+    stay open long, and a process may hold thousands of open runs."""
+    attributes = PackedAttributes(breach_attributes(breach))
     if not span.is_recording():
         return
     limits = getattr(span, "_limits", None)

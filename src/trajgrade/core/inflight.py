@@ -133,7 +133,18 @@ class RunTracker:
     """One open run's counts and checks; fed each of its span records once, as they end (not thread-safe: one
     feeder at a time)."""
 
-    __slots__ = ("_below", "_checks", "_live", "_requests", "_states", "agent", "run", "service")
+    __slots__ = (
+        "_below",
+        "_below_first",
+        "_below_span",
+        "_checks",
+        "_live",
+        "_requests",
+        "_states",
+        "agent",
+        "run",
+        "service",
+    )
 
     def __init__(self, checks: InFlightChecks, service: str | None = None) -> None:
         self._checks = checks
@@ -141,7 +152,11 @@ class RunTracker:
         self._states: list[Any] = [g.start() if g.start is not None else _STATELESS for g in checks._gates]
         #: The indices of the gates whose checks have not broken (the others are not looked at again).
         self._live = checks._every
-        self._below: dict[str, _Below] = {}
+        #: What ended spans told their parents that have not ended, by parent: the first parent in two slots (the
+        #: spans of a run mostly have one open parent at a time, its agent or root), the others in a dict.
+        self._below_span: str | None = None
+        self._below_first: _Below | None = None
+        self._below: dict[str, _Below] | None = None
         #: The tool calls the latest model calls asked for and no tool span took yet (a tool span without
         #: arguments takes the requested ones, as in the trajectory); None until a model call asks for one.
         self._requests: list[Request] | None = None
@@ -158,9 +173,7 @@ class RunTracker:
         run.last_span_id = r.span_id
         if self.agent is None and r.agent_name:
             self.agent = r.agent_name  # the run's first call is its own agent's (a sub-agent's come later)
-        below = self._below.get(r.span_id)
-        if below is not None:
-            del self._below[r.span_id]
+        below = self._take_below(r.span_id)
         call = ON_SPANS  # the call this span made, if any: ON_CALLS (an LLM call) or ON_TOOL_CALLS
         request: Request | None = None
         if r.kind == sc.LLM:
@@ -213,12 +226,26 @@ class RunTracker:
         return breaches
 
     def _tell_parent(self, parent: str, below: _Below) -> None:
-        known = self._below.get(parent)
+        inline = parent == self._below_span
+        known = self._below_first if inline else self._below.get(parent) if self._below is not None else None
         if known is not None:  # keep what an earlier child said
             if (known[0] is not None or below[0] is None) and (known[1] is not None or below[1] is None):
                 return  # nothing new: siblings after the first say nothing their parent does not know
             below = (known[0] or below[0], known[1] or below[1])
-        self._below[parent] = below
+        if inline or (self._below_span is None and known is None):
+            self._below_span, self._below_first = parent, below
+        else:
+            if self._below is None:
+                self._below = {}
+            self._below[parent] = below
+
+    def _take_below(self, span_id: str) -> _Below | None:
+        """What the span's children told it (forgotten once read)."""
+        if span_id == self._below_span:
+            below = self._below_first
+            self._below_span = self._below_first = None
+            return below
+        return self._below.pop(span_id, None) if self._below is not None else None
 
     def _llm_call(self, r: SpanRecord, inner: tuple[bool, bool] | None) -> int:
         """Count an LLM call (``ON_CALLS``); ``ON_SPANS`` (no call) when it wraps one already counted (double

@@ -26,7 +26,7 @@ from trajgrade.core import semconv as sc
 from trajgrade.core.trajectory.content import final_output, requested, tool_call, tool_definitions
 from trajgrade.core.trajectory.cost import Price, call_cost
 from trajgrade.core.trajectory.model import Step, Trajectory
-from trajgrade.core.trajectory.normalize import SpanRecord
+from trajgrade.core.trajectory.records import SpanRecord, span_record
 from trajgrade.core.trajectory.summary import agent_summaries, run_summary
 from trajgrade.core.trajectory.tool_requests import ToolRequests
 from trajgrade.core.trajectory.tree import Node, delegations, fold_llm_spans, fold_tool_spans, walk
@@ -99,7 +99,7 @@ def _tops(
 
 def _unended_root(children: Sequence[SpanRecord]) -> SpanRecord:
     first = children[0]
-    return SpanRecord(
+    return span_record(
         trace_id=first.trace_id,
         span_id=str(first.parent_span_id),
         parent_span_id=None,

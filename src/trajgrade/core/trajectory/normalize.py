@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from trajgrade.core import content_formats as cf
 from trajgrade.core import semconv as sc
@@ -27,123 +27,10 @@ from trajgrade.core.spans import (
     sdk_trace_id,
 )
 from trajgrade.core.trajectory.model import Usage
+from trajgrade.core.trajectory.records import MISSING, ModelRecord, SpanRecord, ToolRecord, share_strings
 from trajgrade.core.trajectory.span_shape import SpanShape, shape_of
 
 __all__ = ["MISSING", "PartsRef", "SpanRecord", "classify", "normalize", "normalize_sdk", "sdk_intake", "share_strings"]
-
-
-class _Missing:
-    """Marks a field the span did not record (distinct from a recorded ``null``)."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "MISSING"
-
-    def __bool__(self) -> bool:
-        return False
-
-
-MISSING: Final[Any] = _Missing()
-
-
-@dataclass(slots=True, init=False)
-class SpanRecord:
-    """What trajgrade keeps of one span (read-only by contract; not frozen, which would make it slow to build;
-    its ``__init__`` written out, as in ``model.py``, for mypyc to compile it; keyword arguments only)."""
-
-    trace_id: str
-    span_id: str
-    parent_span_id: str | None
-    name: str
-    kind: str
-    start_unix_nano: int
-    end_unix_nano: int
-    error: bool
-    #: The parent is in another process (OTLP's flags, the SDK's remote context): its absence is expected. (Next to
-    #: ``error``: the compiled record keeps the two flags in one word.)
-    parent_is_remote: bool
-    error_type: str | None
-    error_message: str | None
-    model: str | None
-    provider: str | None
-    #: LLM: the id the provider gave the model's response (``gen_ai.response.id``).
-    response_id: str | None
-    usage: Usage | None
-    cost_usd: float | None
-    agent_name: str | None
-    tool_name: str | None
-    tool_call_id: str | None
-    tool_arguments: Any
-    tool_result: Any
-    #: LLM: the raw output messages, and the tool calls (id, name, raw arguments) found in flattened attributes.
-    output_messages: Any
-    requested_tool_calls: tuple[tuple[str | None, str | None, Any], ...]
-    tool_definitions: Any
-    #: Agent spans: their recorded final answer.
-    output: Any
-    service_name: str | None
-    #: Kept for root-like spans only (suite matching reads them).
-    attributes: Mapping[str, Any] | None
-
-    def __init__(
-        self,
-        *,
-        trace_id: str,
-        span_id: str,
-        parent_span_id: str | None,
-        name: str,
-        kind: str,
-        start_unix_nano: int,
-        end_unix_nano: int,
-        error: bool,
-        error_type: str | None = None,
-        error_message: str | None = None,
-        model: str | None = None,
-        provider: str | None = None,
-        response_id: str | None = None,
-        usage: Usage | None = None,
-        cost_usd: float | None = None,
-        agent_name: str | None = None,
-        tool_name: str | None = None,
-        tool_call_id: str | None = None,
-        tool_arguments: Any = MISSING,
-        tool_result: Any = MISSING,
-        output_messages: Any = None,
-        requested_tool_calls: tuple[tuple[str | None, str | None, Any], ...] = (),
-        tool_definitions: Any = None,
-        output: Any = None,
-        service_name: str | None = None,
-        attributes: Mapping[str, Any] | None = None,
-        parent_is_remote: bool = False,
-    ) -> None:
-        self.trace_id = trace_id
-        self.span_id = span_id
-        self.parent_span_id = parent_span_id
-        self.name = name
-        self.kind = kind
-        self.start_unix_nano = start_unix_nano
-        self.end_unix_nano = end_unix_nano
-        self.error = error
-        self.parent_is_remote = parent_is_remote
-        self.error_type = error_type
-        self.error_message = error_message
-        self.model = model
-        self.provider = provider
-        self.response_id = response_id
-        self.usage = usage
-        self.cost_usd = cost_usd
-        self.agent_name = agent_name
-        self.tool_name = tool_name
-        self.tool_call_id = tool_call_id
-        self.tool_arguments = tool_arguments
-        self.tool_result = tool_result
-        self.output_messages = output_messages
-        self.requested_tool_calls = requested_tool_calls
-        self.tool_definitions = tool_definitions
-        self.output = output
-        self.service_name = service_name
-        self.attributes = attributes
 
 
 def classify(name: str, attributes: Mapping[str, Any]) -> str:
@@ -426,7 +313,100 @@ def _record(
     failed, error_type, error_message = _error(failed, status_message, events, attributes, kind)
     if keep_attributes is None:
         keep_attributes = parent is None or remote
-    r = SpanRecord(
+    service = resource_attributes.get(sc.SERVICE_NAME)
+    service_name = str(service) if service is not None else None
+    kept = dict(attributes) if keep_attributes else None
+    if kind == sc.LLM and not _is_request(events, shape_of(attributes)):
+        kind = sc.OTHER
+    agent_name: str | None = None
+    if kind == sc.LLM or kind == sc.EMBEDDING:
+        shape = shape_of(attributes)
+        model = _first(attributes, shape.model)
+        provider = _first(attributes, shape.provider)
+        output = attributes.get(sc.OUTPUT_MESSAGES)
+        return ModelRecord(
+            trace_id=trace_id,
+            span_id=span_id,
+            parent_span_id=parent,
+            name=name,
+            kind=kind,
+            start_unix_nano=start_unix_nano,
+            end_unix_nano=end_unix_nano,
+            error=failed,
+            error_type=error_type,
+            error_message=error_message,
+            agent_name=_str_or_none(attributes.get(sc.AGENT_NAME)),
+            service_name=service_name,
+            attributes=kept,
+            parent_is_remote=remote,
+            model=str(model) if model is not None else None,
+            provider=str(provider) if provider is not None else None,
+            response_id=_response_id(attributes, shape),
+            usage=_usage(attributes, shape, shape.input_tokens, shape.output_tokens),
+            cost_usd=_cost(attributes, shape),
+            output_messages=output,
+            requested_tool_calls=(
+                _flat_tool_calls(attributes, shape.flat_tool_calls) if output is None and shape.flat_tool_calls else ()
+            ),
+            tool_definitions=_first(attributes, shape.tool_definitions)
+            or (tuple(attributes[k] for k in shape.flat_tool_schemas) if shape.flat_tool_schemas is not None else None),
+        )
+    if kind == sc.TOOL:
+        shape = shape_of(attributes)
+        tool_name = _first(attributes, shape.tool_name) or _name_from(name, sc.TOOL_NAME_FROM_SPAN_NAME) or name
+        agent_name = _str_or_none(attributes.get(sc.AGENT_NAME))
+        if tool_name in sc.SUMMARY_TOOL_NAMES:
+            kind = sc.OTHER
+        else:
+            call_id = _first(attributes, shape.tool_call_id)
+            arguments, result = _tool_content(events, attributes, shape)
+            return ToolRecord(
+                trace_id=trace_id,
+                span_id=span_id,
+                parent_span_id=parent,
+                name=name,
+                kind=kind,
+                start_unix_nano=start_unix_nano,
+                end_unix_nano=end_unix_nano,
+                error=failed,
+                error_type=error_type,
+                error_message=error_message,
+                agent_name=agent_name,
+                service_name=service_name,
+                attributes=kept,
+                parent_is_remote=remote,
+                tool_name=str(tool_name),
+                tool_call_id=str(call_id) if call_id is not None else None,
+                tool_arguments=arguments,
+                tool_result=result,
+            )
+    elif kind == sc.AGENT or kind == sc.WORKFLOW:
+        shape = shape_of(attributes)
+        agent = _first(attributes, shape.agent_name) or _name_from(name, sc.AGENT_NAME_FROM_SPAN_NAME)
+        model = _first(attributes, shape.agent_model)
+        return ModelRecord(
+            trace_id=trace_id,
+            span_id=span_id,
+            parent_span_id=parent,
+            name=name,
+            kind=kind,
+            start_unix_nano=start_unix_nano,
+            end_unix_nano=end_unix_nano,
+            error=failed,
+            error_type=error_type,
+            error_message=error_message,
+            agent_name=str(agent) if agent is not None else (name if kind == sc.AGENT else None),
+            service_name=service_name,
+            attributes=kept,
+            parent_is_remote=remote,
+            model=str(model) if model is not None else None,
+            usage=_usage(attributes, shape, shape.agent_input_tokens, shape.agent_output_tokens),
+            output=_first(attributes, shape.agent_output),
+            tool_definitions=_first(attributes, shape.agent_tool_definitions),
+        )
+    elif kind == sc.AGENT_STEP:
+        agent_name = _agent_in_value(name, attributes)
+    return SpanRecord(
         trace_id=trace_id,
         span_id=span_id,
         parent_span_id=parent,
@@ -437,55 +417,11 @@ def _record(
         error=failed,
         error_type=error_type,
         error_message=error_message,
+        agent_name=agent_name,
+        service_name=service_name,
+        attributes=kept,
+        parent_is_remote=remote,
     )
-    service = resource_attributes.get(sc.SERVICE_NAME)
-    if service is not None:
-        r.service_name = str(service)
-    r.parent_is_remote = remote
-    if keep_attributes:
-        r.attributes = dict(attributes)
-    if kind == sc.LLM and not _is_request(events, shape_of(attributes)):
-        r.kind = kind = sc.OTHER
-    if kind == sc.LLM or kind == sc.EMBEDDING:
-        shape = shape_of(attributes)
-        model = _first(attributes, shape.model)
-        provider = _first(attributes, shape.provider)
-        output = attributes.get(sc.OUTPUT_MESSAGES)
-        r.model = str(model) if model is not None else None
-        r.provider = str(provider) if provider is not None else None
-        r.response_id = _response_id(attributes, shape)
-        r.usage = _usage(attributes, shape, shape.input_tokens, shape.output_tokens)
-        r.cost_usd = _cost(attributes, shape)
-        r.agent_name = _str_or_none(attributes.get(sc.AGENT_NAME))
-        r.output_messages = output
-        if output is None and shape.flat_tool_calls:
-            r.requested_tool_calls = _flat_tool_calls(attributes, shape.flat_tool_calls)
-        r.tool_definitions = _first(attributes, shape.tool_definitions) or (
-            tuple(attributes[k] for k in shape.flat_tool_schemas) if shape.flat_tool_schemas is not None else None
-        )
-    elif kind == sc.TOOL:
-        shape = shape_of(attributes)
-        tool_name = _first(attributes, shape.tool_name) or _name_from(name, sc.TOOL_NAME_FROM_SPAN_NAME) or name
-        call_id = _first(attributes, shape.tool_call_id)
-        r.agent_name = _str_or_none(attributes.get(sc.AGENT_NAME))
-        if tool_name in sc.SUMMARY_TOOL_NAMES:
-            r.kind = sc.OTHER
-            return r
-        r.tool_name = str(tool_name)
-        r.tool_call_id = str(call_id) if call_id is not None else None
-        r.tool_arguments, r.tool_result = _tool_content(events, attributes, shape)
-    elif kind == sc.AGENT or kind == sc.WORKFLOW:
-        shape = shape_of(attributes)
-        agent = _first(attributes, shape.agent_name) or _name_from(name, sc.AGENT_NAME_FROM_SPAN_NAME)
-        model = _first(attributes, shape.agent_model)
-        r.agent_name = str(agent) if agent is not None else (name if kind == sc.AGENT else None)
-        r.model = str(model) if model is not None else None
-        r.usage = _usage(attributes, shape, shape.agent_input_tokens, shape.agent_output_tokens)
-        r.output = _first(attributes, shape.agent_output)
-        r.tool_definitions = _first(attributes, shape.agent_tool_definitions)
-    elif kind == sc.AGENT_STEP:
-        r.agent_name = _agent_in_value(name, attributes)
-    return r
 
 
 def _agent_in_value(name: str, attributes: dict[str, Any]) -> str | None:
@@ -517,29 +453,3 @@ def _flat_tool_calls(
 
 def _str_or_none(value: Any) -> str | None:
     return str(value) if value is not None else None
-
-
-def share_strings(record: SpanRecord, earlier: SpanRecord) -> None:
-    """Let a record hold the string objects of an earlier record of its trace wherever their values are equal: its
-    trace id, its parent (a sibling's), its own id (when the earlier span is its child), its name, agent, tool
-    name, model, provider and service. A buffered trace then holds one copy of each value that repeats, however
-    its spans arrived (the readers make new strings for every span)."""
-    if record.trace_id == earlier.trace_id:
-        record.trace_id = earlier.trace_id
-    parent = record.parent_span_id
-    if parent is not None and parent == earlier.parent_span_id:
-        record.parent_span_id = earlier.parent_span_id
-    if record.span_id == earlier.parent_span_id:
-        record.span_id = earlier.parent_span_id
-    if record.name == earlier.name:
-        record.name = earlier.name
-    if record.agent_name is not None and record.agent_name == earlier.agent_name:
-        record.agent_name = earlier.agent_name
-    if record.tool_name is not None and record.tool_name == earlier.tool_name:
-        record.tool_name = earlier.tool_name
-    if record.model is not None and record.model == earlier.model:
-        record.model = earlier.model
-    if record.provider is not None and record.provider == earlier.provider:
-        record.provider = earlier.provider
-    if record.service_name is not None and record.service_name == earlier.service_name:
-        record.service_name = earlier.service_name

@@ -7,11 +7,10 @@ See the module docstring of ``build.py`` for the rules.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 
 from trajgrade.core import semconv as sc
 from trajgrade.core.trajectory.content import Request
-from trajgrade.core.trajectory.normalize import MISSING, SpanRecord
+from trajgrade.core.trajectory.records import MISSING, SpanRecord, replace_record
 
 __all__ = ["Node", "delegations", "fold_llm_spans", "fold_tool_spans", "walk"]
 
@@ -67,7 +66,7 @@ def walk(root: SpanRecord, index: Mapping[str, SpanRecord]) -> list[Node]:
         if r.kind == sc.OTHER and any(k.kind == sc.AGENT_STEP for k in kids):
             # the agent whose steps these are, named by its steps when they name it
             named = next((k.agent_name for k in kids if k.kind == sc.AGENT_STEP and k.agent_name), r.name)
-            r = node.record = replace(r, kind=sc.AGENT, agent_name=named)
+            r = node.record = replace_record(r, kind=sc.AGENT, agent_name=named)
         if r.kind == sc.AGENT:
             # An agent span directly inside an agent span of the same name is the same agent (two instrumentations).
             same_agent = node.agent is not None and node.agent.agent_name == r.agent_name
@@ -121,7 +120,7 @@ def delegations(nodes: list[Node], requests: Mapping[str, tuple[Request, ...]]) 
             and n.agent.agent_name != r.agent_name
             and r.agent_name in names
         ):
-            call = replace(
+            call = replace_record(
                 r,
                 kind=sc.TOOL,
                 tool_name=r.agent_name,
@@ -147,11 +146,13 @@ def fold_llm_spans(llm_nodes: list[Node], node_by_id: Mapping[str, Node]) -> lis
         record = pick.record
         if any(n.record.error for n in chain) and not record.error:
             failed = next(n.record for n in chain if n.record.error)
-            record = replace(record, error=True, error_type=failed.error_type, error_message=failed.error_message)
+            record = replace_record(
+                record, error=True, error_type=failed.error_type, error_message=failed.error_message
+            )
         if record.response_id is None:
             response_id = next((n.record.response_id for n in chain if n.record.response_id is not None), None)
             if response_id is not None:
-                record = replace(record, response_id=response_id)
+                record = replace_record(record, response_id=response_id)
         if record is not pick.record:
             pick = Node(
                 record=record,
@@ -179,7 +180,7 @@ def fold_tool_spans(tool_nodes: list[Node]) -> list[Node]:
             continue
         o = outer.record
         merged[o.span_id] = Node(
-            record=replace(
+            record=replace_record(
                 o,
                 tool_call_id=o.tool_call_id or inner.tool_call_id,
                 tool_arguments=o.tool_arguments if o.tool_arguments is not MISSING else inner.tool_arguments,

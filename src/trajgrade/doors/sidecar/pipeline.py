@@ -48,7 +48,7 @@ from trajgrade.core.inflight import Breach, InFlightChecks
 from trajgrade.core.internal_errors import internal_errors
 from trajgrade.core.run_logs import RunLogs, emit_breaches
 from trajgrade.core.running import RunReport
-from trajgrade.core.trajectory.normalize import SpanRecord, normalize
+from trajgrade.core.trajectory.normalize import SpanRecord, normalize, share_strings
 from trajgrade.core.worker import Graded, GradingWorker
 from trajgrade.doors.sidecar._protowire import Span, read_span
 from trajgrade.doors.sidecar.forward import LOGS, Batch, Forwarder
@@ -241,11 +241,16 @@ class Pipeline:
         records: list[tuple[str, SpanRecord, int]] = []
         traces: dict[str, Any] = {}
         add = records.append
+        last: SpanRecord | None = None
         for span in request.spans:
             if is_own(span.scope_name):
                 continue  # trajgrade's own spans are forwarded, not graded
             if not is_root(span.parent_span_id, span.parent_is_remote):
-                add((span.trace_id, normalize(span, False), span.size + _RECORD_OVERHEAD))
+                record = normalize(span, False)
+                if last is not None:  # the names of a request's runs repeat from one trace to the next too
+                    share_strings(record, last)
+                add((span.trace_id, record, span.size + _RECORD_OVERHEAD))
+                last = record
                 traces[span.trace_id] = span.resource_attributes
             elif self._first_time(span):
                 roots.append(span)
