@@ -537,3 +537,35 @@ def test_shutdown_keeps_its_time_limit_when_grading_is_stuck(no_reraise: None) -
     thread.start()
     assert done.wait(10), "shutdown waited for a grading job past its limit"
     release.set()
+
+
+def test_a_breach_finds_the_first_open_root_of_its_trace_among_many_open_runs() -> None:
+    """Open roots are found by trace (a breach's event goes on the first root of its trace that started and has
+    not ended), however many other runs are open: two roots of one trace under a remote parent, beside 1,000 runs
+    of other traces."""
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
+
+    from trajgrade.core.graders.base import GraderResult
+    from trajgrade.core.inflight import Breach
+
+    config = parse_config("graders:\n  - type: tool-call-count\n    config: {max: 1}\n")
+    processor = GradingSpanProcessor(config, worker=False)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("app")
+    others = [tracer.start_span("invoke_agent other") for _ in range(1000)]
+    trace_id = 0x5B8EFFF798038103D269B633813FC60C
+    remote = SpanContext(trace_id, 0xEEE19B7EC3C1B174, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+    first, second = (tracer.start_span(n, context=set_span_in_context(NonRecordingSpan(remote))) for n in "ab")
+    failed = GraderResult(name="calls", type="tool-call-count", status="fail", score=0.0, explanation="2 > 1")
+    breach = Breach(f"{trace_id:032x}", None, failed, enforce=False)
+    assert processor._open_root(breach) is first
+    first.end()
+    assert processor._open_root(breach) is second
+    second.end()
+    assert processor._open_root(breach) is None
+    other_trace = f"{others[7].get_span_context().trace_id:032x}"
+    assert processor._open_root(Breach(other_trace, None, failed, enforce=False)) is others[7]
+    for span in others:
+        span.end()
+    provider.shutdown()

@@ -164,9 +164,12 @@ class GradingSpanProcessor(SpanProcessor):
             on_breach=self._breached,
             check_interval_s=check_interval_s,
         )
-        # Guards _open_roots (roots started, not ended) and _stopped; held only to read or change them.
+        # Guards _open_roots (roots started, not ended, by span id), _roots_by_trace (the same, in the order they
+        # started, by trace: a breach finds its run's root without a walk over every open run) and _stopped; held
+        # only to read or change them.
         self._lock = threading.Lock()
         self._open_roots: dict[int, Span] = {}
+        self._roots_by_trace: dict[int, list[Span]] = {}
         self._stopped: dict[int, Breach] = {}  # runs that broke an enforced limit, by trace
         self._on_root: set[int] = set()  # breaches put on their root by the thread that found them (by id)
         self._shutdown = False
@@ -184,8 +187,14 @@ class GradingSpanProcessor(SpanProcessor):
         if parent is None or parent[2]:  # only a run's root is remembered (graded at shutdown if open)
             try:
                 if span.context is not None and not self._is_own(span):
+                    context = span.context
                     with self._lock:
-                        self._open_roots[span.context.span_id] = span
+                        self._open_roots[context.span_id] = span
+                        same_trace = self._roots_by_trace.get(context.trace_id)
+                        if same_trace is None:
+                            self._roots_by_trace[context.trace_id] = [span]
+                        else:
+                            same_trace.append(span)
             except Exception as e:
                 report_internal_error("on_start", e, self._grading.count_internal_error)
         elif self._enforcing:
@@ -299,9 +308,10 @@ class GradingSpanProcessor(SpanProcessor):
             otel_context.detach(token)
 
     def _open_root(self, breach: Breach) -> Span | None:
-        trace = int(breach.trace_id, 16)
+        """The first root of the breach's trace that started and has not ended."""
         with self._lock:
-            return next((r for r in self._open_roots.values() if r.context.trace_id == trace), None)
+            same_trace = self._roots_by_trace.get(int(breach.trace_id, 16))
+            return same_trace[0] if same_trace else None
 
     def _put_on_root(self, breach: Breach) -> Span | None:
         """Put a breach on its run's open root span (an enforced one stops the run); the root, if open."""
@@ -319,6 +329,11 @@ class GradingSpanProcessor(SpanProcessor):
         assert span.context is not None
         with self._lock:
             live = self._open_roots.pop(span.context.span_id, None)
+            if live is not None:
+                same_trace = self._roots_by_trace[span.context.trace_id]
+                same_trace.remove(live)
+                if not same_trace:
+                    del self._roots_by_trace[span.context.trace_id]
             self._stopped.pop(span.context.trace_id, None)
         root = _Root(span, getattr(live, "_span_processor", None))
         if not self._collector.root(sdk_trace(span), _root_record(span), root):
@@ -334,6 +349,7 @@ class GradingSpanProcessor(SpanProcessor):
         with self._lock:
             open_roots = list(self._open_roots.values())
             self._open_roots.clear()
+            self._roots_by_trace.clear()
         for span in open_roots:
             assert span.context is not None
             self._count_drop("open_at_shutdown")
