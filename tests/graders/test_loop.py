@@ -147,3 +147,30 @@ def test_config_errors(options: str, fragment: str) -> None:
     with pytest.raises(ConfigError, match="graders\\[0\\] \\(loop\\)") as e:
         parse_config(f"graders:\n  - type: loop\n    {options}\n", "graders.yaml")
     assert fragment in str(e.value)
+
+
+def test_results_of_equal_text_are_the_same_outcome_as_their_digests_say() -> None:
+    """Results parsed from equal text are the same outcome without a digest of each; results of other text are
+    still compared by their digests (keys in another order: the same outcome; another value: progress)."""
+    from trajgrade.core.graders.loop_search import result_key
+    from trajgrade.core.trajectory.content import _result
+    from trajgrade.core.trajectory.model import Step, ToolCall
+
+    def call(text: str | None, parser: Any = _result) -> ToolCall:
+        return ToolCall(name="search", result=text, result_captured=True, parse_result=parser)
+
+    same = call('{"a": 1, "b": [2]}'), call('{"a": 1, "b": [2]}')
+    assert same[0].same_result_text(same[1])
+    reordered = call('{"b": [2], "a": 1}')
+    assert not same[0].same_result_text(reordered)
+    assert not same[0].same_result_text(call('{"a": 1, "b": [2]}', parser=lambda raw: raw))
+    assert not call(None, parser=None).same_result_text(call(None, parser=None))
+
+    def step(t: ToolCall) -> Step:
+        return Step(
+            index=0, kind="tool_call", span_id="00000000000000a1", parent_span_id=None, name="search", agent=None,
+            turn=0, start_unix_nano=0, end_unix_nano=0, status="ok", tool=t,
+        )  # fmt: skip
+
+    assert result_key(step(same[0])) == result_key(step(same[1])) == result_key(step(reordered))  # as the digests
+    assert result_key(step(same[0])) != result_key(step(call('{"a": 1, "b": [3]}')))

@@ -340,11 +340,12 @@ class EvaluationSpans:
 
 
 def _add_all_events(
-    span: Any, attributes: Sequence[Mapping[str, AttributeValue]], timestamp: int, limits: SpanLimits
+    span: Any, attributes: Sequence[Mapping[str, AttributeValue]], timestamp: int | None, limits: SpanLimits
 ) -> bool:
-    """The results' events on the evaluation span just started by the tracer made here, appended together under
-    the span's lock, as ``_add_events`` would append them one by one (each under that lock and its list's); False
-    when they cannot all go as made (limits that cut or drop, a span that is not the SDK's or has ended)."""
+    """The results' events on an SDK span (the evaluation span just started by the tracer made here, a run's open
+    root), appended together under the span's lock, as ``_add_events`` would append them one by one (each under
+    that lock and its list's); False when they cannot all go as made (limits that cut or drop, a span that is not
+    the SDK's or has ended). ``timestamp``: None for now."""
     events = getattr(span, "_events", None)
     most = limits.max_event_attributes
     if (
@@ -388,14 +389,14 @@ def add_breach_event(span: Any, breach: Breach) -> None:
 
     A root that ended while the worker made the event keeps none (the SDK would drop it with a warning in the
     agent's log): the breach still goes out as a log event and in the counter, and the run's grade carries the
-    result. The attributes are made before the root is looked at, so that a root ending between the look and the
-    append is down to a window of a few instructions. The attributes are packed (``PackedAttributes``): the root may
-    stay open long, and a process may hold thousands of open runs."""
-    attributes = PackedAttributes(breach_attributes(breach))
-    if not span.is_recording():
-        return
+    result. Appended as made, the event is checked against the root's end under the root's own lock. The attributes
+    are packed (``PackedAttributes``): the root may stay open long, and a process may hold thousands of open runs."""
+    attributes = (PackedAttributes(breach_attributes(breach)),)
     limits = getattr(span, "_limits", None)
-    _add_events(span, (attributes,), None, limits if isinstance(limits, SpanLimits) else None)
+    if isinstance(limits, SpanLimits) and _add_all_events(span, attributes, None, limits):
+        return
+    if span.is_recording():  # limits that cut: through ``add_event``, which copies and cuts
+        _add_events(span, attributes, None, limits if isinstance(limits, SpanLimits) else None)
 
 
 def breach_attributes(breach: Breach) -> dict[str, AttributeValue]:

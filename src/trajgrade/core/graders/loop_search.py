@@ -234,6 +234,9 @@ def _similarities(calls: list[Step], threshold: float, max_period: int) -> list[
             sim = leaves.similarity(before)
             if sim < threshold:
                 continue
+            if a.same_result_text(b):  # the same outcome, without a digest of each
+                similar[period][j] = sim
+                continue
             ra = results[j]
             if ra is False:
                 ra = results[j] = result_key(calls[j])

@@ -80,6 +80,8 @@ class ToolCall:
         "_parse_arguments",
         "_parse_result",
         "_result",
+        "_result_parser",
+        "_result_text",
         "arguments_captured",
         "call_id",
         "name",
@@ -106,6 +108,8 @@ class ToolCall:
         self.result_captured = result_captured
         self._parse_arguments = parse_arguments
         self._parse_result = parse_result
+        self._result_parser = parse_result
+        self._result_text: str | None = result if parse_result is not None and type(result) is str else None
 
     @property
     def arguments(self) -> Any:
@@ -120,6 +124,12 @@ class ToolCall:
             self._result = self._parse_result(self._result)
             self._parse_result = None
         return self._result
+
+    def same_result_text(self, other: ToolCall) -> bool:
+        """Whether both results are parsed by the same function from equal text: then they are equal, whether
+        parsed yet or not (the loop search compares results without encoding them when they are)."""
+        text = self._result_text
+        return text is not None and self._result_parser is other._result_parser and text == other._result_text
 
     def _key(self) -> tuple[Any, ...]:
         return (self.name, self.call_id, self.arguments, self.result, self.arguments_captured, self.result_captured)
