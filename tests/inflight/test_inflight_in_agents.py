@@ -108,7 +108,7 @@ def test_a_looping_pydantic_ai_run_is_caught_while_it_is_open() -> None:
         calls += 1
         if calls == 5:  # the 4th call has ended: its breach must come while this run is still going
             seen["breach_arrived"] = breached.wait(10)
-            live_root = next(iter(app.processor._open_roots.values()))
+            (live_root,) = next(iter(app.processor._open_roots.values()))
             seen["root_open"] = live_root.end_time is None
             seen["root_events"] = app.in_flight_events(live_root)
             seen["logs"] = [r.log_record for r in app.logs.get_finished_logs()]

@@ -164,12 +164,10 @@ class GradingSpanProcessor(SpanProcessor):
             on_breach=self._breached,
             check_interval_s=check_interval_s,
         )
-        # Guards _open_roots (roots started, not ended, by span id), _roots_by_trace (the same, in the order they
-        # started, by trace: a breach finds its run's root without a walk over every open run) and _stopped; held
-        # only to read or change them.
+        # Guards _open_roots (roots started, not ended, by trace in the order they started: a breach finds its run's
+        # root without a walk over every open run) and _stopped; held only to read or change them.
         self._lock = threading.Lock()
-        self._open_roots: dict[int, Span] = {}
-        self._roots_by_trace: dict[int, list[Span]] = {}
+        self._open_roots: dict[int, list[Span]] = {}
         self._stopped: dict[int, Breach] = {}  # runs that broke an enforced limit, by trace
         self._on_root: set[int] = set()  # breaches put on their root by the thread that found them (by id)
         self._shutdown = False
@@ -189,10 +187,9 @@ class GradingSpanProcessor(SpanProcessor):
                 if span.context is not None and not self._is_own(span):
                     context = span.context
                     with self._lock:
-                        self._open_roots[context.span_id] = span
-                        same_trace = self._roots_by_trace.get(context.trace_id)
+                        same_trace = self._open_roots.get(context.trace_id)
                         if same_trace is None:
-                            self._roots_by_trace[context.trace_id] = [span]
+                            self._open_roots[context.trace_id] = [span]
                         else:
                             same_trace.append(span)
             except Exception as e:
@@ -310,7 +307,7 @@ class GradingSpanProcessor(SpanProcessor):
     def _open_root(self, breach: Breach) -> Span | None:
         """The first root of the breach's trace that started and has not ended."""
         with self._lock:
-            same_trace = self._roots_by_trace.get(int(breach.trace_id, 16))
+            same_trace = self._open_roots.get(int(breach.trace_id, 16))
             return same_trace[0] if same_trace else None
 
     def _put_on_root(self, breach: Breach) -> Span | None:
@@ -327,14 +324,15 @@ class GradingSpanProcessor(SpanProcessor):
     def _root_ended(self, span: ReadableSpan) -> bool:
         """Hold the root until its run is graded (False: it was not held, pass it on)."""
         assert span.context is not None
+        trace_id, span_id = span.context.trace_id, span.context.span_id
         with self._lock:
-            live = self._open_roots.pop(span.context.span_id, None)
+            same_trace = self._open_roots.get(trace_id) or []  # one root, as a rule
+            live = next((r for r in same_trace if r.get_span_context().span_id == span_id), None)
             if live is not None:
-                same_trace = self._roots_by_trace[span.context.trace_id]
                 same_trace.remove(live)
                 if not same_trace:
-                    del self._roots_by_trace[span.context.trace_id]
-            self._stopped.pop(span.context.trace_id, None)
+                    del self._open_roots[trace_id]
+            self._stopped.pop(trace_id, None)
         root = _Root(span, getattr(live, "_span_processor", None))
         if not self._collector.root(sdk_trace(span), _root_record(span), root):
             return False
@@ -347,9 +345,8 @@ class GradingSpanProcessor(SpanProcessor):
     def _hold_open_runs(self) -> None:
         """Runs whose root has not ended at shutdown are graded from what arrived, as partial."""
         with self._lock:
-            open_roots = list(self._open_roots.values())
+            open_roots = [span for same_trace in self._open_roots.values() for span in same_trace]
             self._open_roots.clear()
-            self._roots_by_trace.clear()
         for span in open_roots:
             assert span.context is not None
             self._count_drop("open_at_shutdown")
