@@ -47,7 +47,6 @@ def read_runs(paths: Sequence[str], prices: Mapping[str, Price] | None = None) -
     a trace whose root is not among the spans read is a partial run."""
     collector: RunCollector[str] = RunCollector(max_traces=2**62, max_spans_per_trace=2**62)
     seen: set[tuple[str, str]] = set()
-    first_file: dict[str, str] = {}  # where each trace was first seen: the file of a run whose root is missing
     spans_read = 0
     problems: list[str] = []
     for path, in_directory in expand_paths(paths):
@@ -59,20 +58,19 @@ def read_runs(paths: Sequence[str], prices: Mapping[str, Price] | None = None) -
             continue
         spans_read += len(spans)
         for span in spans:
-            key = (span.trace_id, span.span_id)
+            # The span's fields read from its record (a native object to compiled code, which reads a view's fields
+            # by name); a root's record keeps its attributes.
+            record = normalize(span)
+            key = (record.trace_id, record.span_id)
             if key in seen:
                 continue  # the same span read twice (a file given twice): once is enough
             seen.add(key)
-            if span.trace_id not in first_file:
-                first_file[span.trace_id] = path
             if is_own(span.scope_name):
                 continue
-            root = is_root(span.parent_span_id, span.parent_is_remote)
-            record = normalize(span, keep_attributes=root)
-            if root:
-                collector.root(span.trace_id, record, path)
+            if is_root(record.parent_span_id, record.parent_is_remote):
+                collector.root(record.trace_id, record, path)
             else:
-                collector.add(span.trace_id, record)
+                collector.add(record.trace_id, record)
     located = [FileRun(run.payload or "-", run.trajectory(prices)) for run in collector.close() if run.is_run]
     located.sort(key=lambda r: (r.trajectory.start_unix_nano, r.trajectory.trace_id, r.trajectory.root_span_id))
     if spans_read and not located:
