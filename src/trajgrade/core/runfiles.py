@@ -41,22 +41,28 @@ def expand_paths(paths: Sequence[str]) -> list[tuple[str, bool]]:
     return out
 
 
-def read_runs(paths: Sequence[str], prices: Mapping[str, Price] | None = None) -> tuple[list[FileRun], list[str]]:
+def read_runs(
+    paths: Sequence[str], prices: Mapping[str, Price] | None = None, keep: list[object] | None = None
+) -> tuple[list[FileRun], list[str]]:
     """The runs in ``paths`` in root start order, and the problems to report: a file that cannot be read, and
     input that held spans but gave no run. Runs are made as every door makes them (:mod:`trajgrade.core.collector`):
-    a trace whose root is not among the spans read is a partial run."""
+    a trace whose root is not among the spans read is a partial run. ``keep``: a list that takes what reading
+    decoded (each file's request and spans) rather than letting it go, for a process that ends soon after
+    (:func:`~trajgrade.core.readers.read_bytes`)."""
     collector: RunCollector[str] = RunCollector(max_traces=2**62, max_spans_per_trace=2**62)
     seen: set[tuple[str, str]] = set()
     spans_read = 0
     problems: list[str] = []
     for path, in_directory in expand_paths(paths):
         try:
-            spans = read_path(path)
+            spans = read_path(path, keep)
         except TraceDecodeError as e:
             if not (in_directory and e.problem.endswith(NOT_TRACE_DATA)):  # a directory's other JSON files
                 problems.append(str(e))
             continue
         spans_read += len(spans)
+        if keep is not None:
+            keep.append(spans)
         for span in spans:
             # The span's fields read from its record (a native object to compiled code, which reads a view's fields
             # by name); a root's record keeps its attributes.
