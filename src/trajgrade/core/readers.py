@@ -740,10 +740,10 @@ def _typed_span(
     text = fields[_PARENT_SPAN_ID]
     if not text:
         parent = None
-    elif text in parents:
-        parent = parents[text]
     else:
-        parent = parents[text] = _id_value(text, 8, "", "parentSpanId", required=False)
+        parent = parents.get(text)  # one look-up for a parent read before (None: an all-zero id, or a new one)
+        if parent is None and text not in parents:
+            parent = parents[text] = _id_value(text, 8, "", "parentSpanId", required=False)
     start = _typed_time(fields[_START], "startTimeUnixNano")
     end = _typed_time(fields[_END], "endTimeUnixNano") or start
     flags = _typed_time(fields[_FLAGS], "flags")
@@ -805,7 +805,8 @@ def _typed_attributes(kvs: Any, depth: int, keys: dict[str, str]) -> dict[str, A
     compares them by identity)."""
     out: dict[str, Any] = {}
     if kvs is not None:
-        for kv in kvs:
+        items: list[Any] = kvs  # a list (otlp_json_types), walked as one
+        for kv in items:
             key: str = kv.key
             out[keys.setdefault(key, key)] = _typed_value(kv.value, depth)
     return out
@@ -839,8 +840,11 @@ def _typed_value(value: Any, depth: int) -> Any:
 
 
 def _typed_int(number: Any) -> int:
-    if type(number) is str and not (0 < len(number) < 19 and number.isascii() and number.isdigit()):
-        if not _DECIMAL.fullmatch(number):
+    if type(number) is str:
+        text: str = number
+        if 0 < len(text) < 19 and text.isascii() and text.isdigit():
+            return int(text)  # at most 18 digits: within 64 bits
+        if not _DECIMAL.fullmatch(text):
             raise _NotPlain
     value = int(number)
     if not -(1 << 63) <= value < 1 << 63:

@@ -3,7 +3,7 @@ trace data skipped), rebuilt into trajectories, each with the file its root span
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +12,7 @@ from trajgrade.core.readers import NOT_TRACE_DATA, read_path
 from trajgrade.core.spans import is_own, is_root
 from trajgrade.core.trajectory import Trajectory, normalize
 from trajgrade.core.trajectory.cost import Price
+from trajgrade.core.trajectory.normalize import SpanRecord
 from trajgrade.exceptions import TraceDecodeError
 
 __all__ = ["FileRun", "expand_paths", "read_runs"]
@@ -50,7 +51,7 @@ def read_runs(
     decoded (each file's request and spans) rather than letting it go, for a process that ends soon after
     (:func:`~trajgrade.core.readers.read_bytes`)."""
     collector: RunCollector[str] = RunCollector(max_traces=2**62, max_spans_per_trace=2**62)
-    seen: set[tuple[str, str]] = set()
+    seen: dict[str, set[str]] = {}  # the span ids read in each trace
     spans_read = 0
     problems: list[str] = []
     for path, in_directory in expand_paths(paths):
@@ -63,20 +64,26 @@ def read_runs(
         spans_read += len(spans)
         if keep is not None:
             keep.append(spans)
+        others: list[tuple[Hashable, SpanRecord, int]] = []  # spans that are not roots, buffered together
         for span in spans:
             # The span's fields read from its record (a native object to compiled code, which reads a view's fields
             # by name); a root's record keeps its attributes.
             record = normalize(span)
-            key = (record.trace_id, record.span_id)
-            if key in seen:
+            ids = seen.get(record.trace_id)
+            if ids is None:
+                ids = seen[record.trace_id] = set()
+            elif record.span_id in ids:
                 continue  # the same span read twice (a file given twice): once is enough
-            seen.add(key)
+            ids.add(record.span_id)
             if is_own(span.scope_name):
                 continue
             if is_root(record.parent_span_id, record.parent_is_remote):
+                collector.extend(others)  # the spans before it first, as they came
+                others = []
                 collector.root(record.trace_id, record, path)
             else:
-                collector.add(record.trace_id, record)
+                others.append((record.trace_id, record, 0))
+        collector.extend(others)
     located = [FileRun(run.payload or "-", run.trajectory(prices)) for run in collector.close() if run.is_run]
     located.sort(key=lambda r: (r.trajectory.start_unix_nano, r.trajectory.trace_id, r.trajectory.root_span_id))
     if spans_read and not located:

@@ -333,11 +333,12 @@ def _record(
     service = resource_attributes.get(sc.SERVICE_NAME)
     service_name = str(service) if service is not None else None
     kept = dict(attributes) if keep_attributes else None
-    if kind == sc.LLM and not _is_request(events, shape_of(attributes)):
-        kind = sc.OTHER
-    agent_name: str | None = None
     if kind == sc.LLM or kind == sc.EMBEDDING:
         shape = shape_of(attributes)
+        if kind == sc.LLM and not _is_request(events, shape):
+            kind = sc.OTHER
+    agent_name: str | None = None
+    if kind == sc.LLM or kind == sc.EMBEDDING:
         model = _first(attributes, shape.model)
         provider = _first(attributes, shape.provider)
         output = attributes.get(sc.OUTPUT_MESSAGES)
