@@ -86,7 +86,9 @@ class Assembler:
         """``add`` for many items, each with its size in bytes, taking the lock once (the sidecar adds a request's
         spans together)."""
         with self._lock:
-            reasons = [reason for item in items if (reason := self._put(*item)) is not None]
+            reasons = [
+                reason for trace, record, size in items if (reason := self._put(trace, record, size)) is not None
+            ]
         for reason in reasons:
             self._on_drop(reason)
 

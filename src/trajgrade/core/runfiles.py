@@ -3,7 +3,7 @@ trace data skipped), rebuilt into trajectories, each with the file its root span
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +12,7 @@ from trajgrade.core.readers import NOT_TRACE_DATA, read_path
 from trajgrade.core.spans import is_own, is_root
 from trajgrade.core.trajectory import Trajectory, normalize
 from trajgrade.core.trajectory.cost import Price
+from trajgrade.core.trajectory.normalize import SpanRecord
 from trajgrade.exceptions import TraceDecodeError
 
 __all__ = ["FileRun", "expand_paths", "read_runs"]
@@ -41,38 +42,48 @@ def expand_paths(paths: Sequence[str]) -> list[tuple[str, bool]]:
     return out
 
 
-def read_runs(paths: Sequence[str], prices: Mapping[str, Price] | None = None) -> tuple[list[FileRun], list[str]]:
+def read_runs(
+    paths: Sequence[str], prices: Mapping[str, Price] | None = None, keep: list[object] | None = None
+) -> tuple[list[FileRun], list[str]]:
     """The runs in ``paths`` in root start order, and the problems to report: a file that cannot be read, and
     input that held spans but gave no run. Runs are made as every door makes them (:mod:`trajgrade.core.collector`):
-    a trace whose root is not among the spans read is a partial run."""
+    a trace whose root is not among the spans read is a partial run. ``keep``: a list that takes what reading
+    decoded (each file's request and spans) rather than letting it go, for a process that ends soon after
+    (:func:`~trajgrade.core.readers.read_bytes`)."""
     collector: RunCollector[str] = RunCollector(max_traces=2**62, max_spans_per_trace=2**62)
-    seen: set[tuple[str, str]] = set()
-    first_file: dict[str, str] = {}  # where each trace was first seen: the file of a run whose root is missing
+    seen: dict[str, set[str]] = {}  # the span ids read in each trace
     spans_read = 0
     problems: list[str] = []
     for path, in_directory in expand_paths(paths):
         try:
-            spans = read_path(path)
+            spans = read_path(path, keep)
         except TraceDecodeError as e:
             if not (in_directory and e.problem.endswith(NOT_TRACE_DATA)):  # a directory's other JSON files
                 problems.append(str(e))
             continue
         spans_read += len(spans)
+        if keep is not None:
+            keep.append(spans)
+        others: list[tuple[Hashable, SpanRecord, int]] = []  # spans that are not roots, buffered together
         for span in spans:
-            key = (span.trace_id, span.span_id)
-            if key in seen:
+            # The span's fields read from its record (a native object to compiled code, which reads a view's fields
+            # by name); a root's record keeps its attributes.
+            record = normalize(span)
+            ids = seen.get(record.trace_id)
+            if ids is None:
+                ids = seen[record.trace_id] = set()
+            elif record.span_id in ids:
                 continue  # the same span read twice (a file given twice): once is enough
-            seen.add(key)
-            if span.trace_id not in first_file:
-                first_file[span.trace_id] = path
+            ids.add(record.span_id)
             if is_own(span.scope_name):
                 continue
-            root = is_root(span.parent_span_id, span.parent_is_remote)
-            record = normalize(span, keep_attributes=root)
-            if root:
-                collector.root(span.trace_id, record, path)
+            if is_root(record.parent_span_id, record.parent_is_remote):
+                collector.extend(others)  # the spans before it first, as they came
+                others = []
+                collector.root(record.trace_id, record, path)
             else:
-                collector.add(span.trace_id, record)
+                others.append((record.trace_id, record, 0))
+        collector.extend(others)
     located = [FileRun(run.payload or "-", run.trajectory(prices)) for run in collector.close() if run.is_run]
     located.sort(key=lambda r: (r.trajectory.start_unix_nano, r.trajectory.trace_id, r.trajectory.root_span_id))
     if spans_read and not located:

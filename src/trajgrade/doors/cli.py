@@ -38,11 +38,11 @@ def _trajectories(paths: Sequence[str], prices: dict[str, Price] | None = None) 
 
 
 def _read_for_life(paths: Sequence[str], prices: Mapping[str, Price] | None = None) -> tuple[list[FileRun], list[str]]:
-    """The runs in ``paths`` (:func:`~trajgrade.core.runfiles.read_runs`), kept until the command ends (:func:`main`
-    lets them go). Call it within :func:`_collection_paused`."""
+    """The runs in ``paths`` (:func:`~trajgrade.core.runfiles.read_runs`), kept until the command ends with what
+    reading decoded (:func:`main` lets them go). Call it within :func:`_collection_paused`."""
     from trajgrade.core.runfiles import read_runs
 
-    read = read_runs(paths, prices)
+    read = read_runs(paths, prices, keep=_READ)
     _READ.append(read)
     return read
 

@@ -18,6 +18,7 @@ from trajgrade.core.internal_errors import UnreadableSpan
 from trajgrade.core.spans import (
     STATUS_ERROR,
     Events,
+    JsonSpan,
     SdkSpan,
     SpanView,
     sdk_events,
@@ -220,6 +221,22 @@ class PartsRef:
 
 def normalize(span: SpanView, keep_attributes: bool | None = None) -> SpanRecord:
     """Reduce a span to its record. ``keep_attributes`` defaults to keeping them for root-like spans."""
+    if isinstance(span, JsonSpan):  # a file's span: compiled code reads its fields directly, another view's by name
+        return _record(
+            span.trace_id,
+            span.span_id,
+            span.parent_span_id,
+            bool(span.parent_is_remote),
+            span.name,
+            span.start_unix_nano,
+            span.end_unix_nano,
+            span.status_code == STATUS_ERROR,
+            span.status_message,
+            span.events,
+            _plain(span.attributes),
+            _plain(span.resource_attributes),
+            keep_attributes,
+        )
     return _record(
         span.trace_id,
         span.span_id,
@@ -316,11 +333,12 @@ def _record(
     service = resource_attributes.get(sc.SERVICE_NAME)
     service_name = str(service) if service is not None else None
     kept = dict(attributes) if keep_attributes else None
-    if kind == sc.LLM and not _is_request(events, shape_of(attributes)):
-        kind = sc.OTHER
-    agent_name: str | None = None
     if kind == sc.LLM or kind == sc.EMBEDDING:
         shape = shape_of(attributes)
+        if kind == sc.LLM and not _is_request(events, shape):
+            kind = sc.OTHER
+    agent_name: str | None = None
+    if kind == sc.LLM or kind == sc.EMBEDDING:
         model = _first(attributes, shape.model)
         provider = _first(attributes, shape.provider)
         output = attributes.get(sc.OUTPUT_MESSAGES)

@@ -130,12 +130,20 @@ def agent_summaries(nodes: list[Node], steps: list[Step]) -> tuple[AgentSummary,
     if not order:
         return ()
     by_agent: dict[tuple[str | None, int], list[Step]] = {}
+    last_agent: str | None = None
+    last_depth = -1
+    last: list[Step] = []
     for s in steps:
+        if s.agent is last_agent and s.depth == last_depth:  # most steps: the previous step's agent
+            last.append(s)
+            continue
         group = (s.agent, s.depth)
         if group in by_agent:
-            by_agent[group].append(s)
+            last = by_agent[group]
+            last.append(s)
         else:
-            by_agent[group] = [s]
+            last = by_agent[group] = [s]
+        last_agent, last_depth = s.agent, s.depth
     out: list[AgentSummary] = []
     for name, parent in order:
         own = by_agent.get((name, info[(name, parent)]["depth"]), [])
