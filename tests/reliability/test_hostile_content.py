@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from trajgrade import GradingSpanProcessor, RunReport, grade_run, parse_config
+from trajgrade.core.runfiles import read_runs
 from trajgrade.core.trajectory import SpanRecord, build_trajectories
 from trajgrade.core.trajectory.records import span_record
 from trajgrade.doors.cli import main
@@ -134,6 +135,8 @@ def test_spans_whose_parent_links_form_a_cycle_with_no_root_are_a_partial_run(
     (run_,) = json.loads(capsys.readouterr().out)["runs"]
     assert run_["partial"] and run_["summary"]["llm_calls"] == 1
     assert any("cycle" in n for n in run_["notes"])
+    (file_run,), _ = read_runs([str(path)])  # a run without its root is filed under the file it was read from
+    assert file_run.path == str(path)
 
 
 def test_input_with_spans_but_no_run_never_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

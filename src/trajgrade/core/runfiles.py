@@ -52,6 +52,7 @@ def read_runs(
     (:func:`~trajgrade.core.readers.read_bytes`)."""
     collector: RunCollector[str] = RunCollector(max_traces=2**62, max_spans_per_trace=2**62)
     seen: dict[str, set[str]] = {}  # the span ids read in each trace
+    first_file: dict[str, str] = {}  # where each trace was first seen: the file of a run whose root is missing
     spans_read = 0
     problems: list[str] = []
     for path, in_directory in expand_paths(paths):
@@ -72,6 +73,7 @@ def read_runs(
             ids = seen.get(record.trace_id)
             if ids is None:
                 ids = seen[record.trace_id] = set()
+                first_file[record.trace_id] = path
             elif record.span_id in ids:
                 continue  # the same span read twice (a file given twice): once is enough
             ids.add(record.span_id)
@@ -84,7 +86,11 @@ def read_runs(
             else:
                 others.append((record.trace_id, record, 0))
         collector.extend(others)
-    located = [FileRun(run.payload or "-", run.trajectory(prices)) for run in collector.close() if run.is_run]
+    located = [
+        FileRun(run.payload or first_file[str(run.trace)], run.trajectory(prices))
+        for run in collector.close()
+        if run.is_run
+    ]
     located.sort(key=lambda r: (r.trajectory.start_unix_nano, r.trajectory.trace_id, r.trajectory.root_span_id))
     if spans_read and not located:
         problems.append(f"{', '.join(paths)}: {spans_read} span(s) read, but no run among them")
