@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import Any, Final
 
 from trajgrade.core.trajectory.model import Step
@@ -251,7 +252,7 @@ class _Flattened:
         return sim
 
 
-def _similarities(calls: list[Step], threshold: float, max_period: int) -> list[list[float]]:
+def _similarities(calls: Sequence[Step], threshold: float, max_period: int) -> list[list[float]]:
     """``similar[period][j]``: the similarity of call j to call j - period, or -1 when the two are not the same
     action (another tool, a similarity under ``threshold``, or a result that changed).
 
@@ -262,7 +263,7 @@ def _similarities(calls: list[Step], threshold: float, max_period: int) -> list[
     n = len(calls)
     # Each call's result digest, made on first use (most pairs never get that far): False until then.
     results: list[bytes | None | bool] = [False] * n
-    similar = [[-1.0] * n for _ in range(max_period + 1)]
+    similar = [[] if period == 0 else [-1.0] * n for period in range(max_period + 1)]  # row 0: unused
     # The leaves of call k at recent[k % size], flattened when first compared (None until then).
     size = max_period + 1
     recent: list[_Leaves | None] = [None] * size
@@ -299,7 +300,7 @@ def _similarities(calls: list[Step], threshold: float, max_period: int) -> list[
 
 
 def find_loops(
-    calls: list[Step], max_repeats: int, threshold: float, max_period: int
+    calls: Sequence[Step], max_repeats: int, threshold: float, max_period: int
 ) -> list[tuple[int, int, int, list[float]]]:
     """(start, end, period, similarities) of every repetition longer than max_repeats, longest first.
 
@@ -339,7 +340,7 @@ def find_loops(
     return kept
 
 
-def _is_shorter_cycle(calls: list[Step], start: int, period: int) -> bool:
+def _is_shorter_cycle(calls: Sequence[Step], start: int, period: int) -> bool:
     """A block of period p that is itself a repetition of a shorter period is reported at that period."""
     block = [(s.tool.name if s.tool else None, _arguments(s)) for s in calls[start : start + period]]
     return any(period % q == 0 and all(block[k] == block[k % q] for k in range(period)) for q in range(1, period))
