@@ -28,7 +28,7 @@ from pydantic import Field, field_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
 from trajgrade.core.graders.loop_search import find_loops, flatten, result_key, similarity
-from trajgrade.core.graders.steps import any_arguments_captured, calls_named, tool_steps
+from trajgrade.core.graders.steps import any_arguments_captured, calls_named, tool_calls
 from trajgrade.core.graders.steps import span_ids as span_ids_of
 from trajgrade.core.graders.watch import ON_TOOL_CALLS, Gate, Repetitions, RunSoFar
 from trajgrade.core.patterns import compile_pattern, name_filter
@@ -52,7 +52,7 @@ class LoopConfig(GraderConfig):
 
 
 def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
-    calls = calls_named(t.tool_steps, name_filter(c.tools)) if c.tools else tool_steps(t)
+    calls = calls_named(t.tool_steps, name_filter(c.tools)) if c.tools else tool_calls(t)
     if calls and not any_arguments_captured(calls):
         return not_evaluable(
             name, "loop", "tool arguments were not captured (enable content capture)", limit=c.max_repeats

@@ -10,7 +10,6 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
-from collections.abc import Sequence
 from typing import Any, Final
 
 from trajgrade.core.trajectory.model import Step
@@ -252,7 +251,7 @@ class _Flattened:
         return sim
 
 
-def _similarities(calls: Sequence[Step], threshold: float, max_period: int) -> list[list[float]]:
+def _similarities(calls: list[Step], threshold: float, max_period: int) -> list[list[float]]:
     """``similar[period][j]``: the similarity of call j to call j - period, or -1 when the two are not the same
     action (another tool, a similarity under ``threshold``, or a result that changed).
 
@@ -300,7 +299,7 @@ def _similarities(calls: Sequence[Step], threshold: float, max_period: int) -> l
 
 
 def find_loops(
-    calls: Sequence[Step], max_repeats: int, threshold: float, max_period: int
+    calls: list[Step], max_repeats: int, threshold: float, max_period: int
 ) -> list[tuple[int, int, int, list[float]]]:
     """(start, end, period, similarities) of every repetition longer than max_repeats, longest first.
 
@@ -340,7 +339,7 @@ def find_loops(
     return kept
 
 
-def _is_shorter_cycle(calls: Sequence[Step], start: int, period: int) -> bool:
+def _is_shorter_cycle(calls: list[Step], start: int, period: int) -> bool:
     """A block of period p that is itself a repetition of a shorter period is reported at that period."""
     block = [(s.tool.name if s.tool else None, _arguments(s)) for s in calls[start : start + period]]
     return any(period % q == 0 and all(block[k] == block[k % q] for k in range(period)) for q in range(1, period))

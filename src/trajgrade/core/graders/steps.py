@@ -23,7 +23,6 @@ __all__ = [
     "span_ids_by_name",
     "tool_calls",
     "tool_names",
-    "tool_steps",
 ]
 
 
@@ -34,16 +33,6 @@ def tool_calls(t: Trajectory) -> list[Step]:
         if s.tool is None:
             return [s for s in steps if s.tool is not None]
     return list(steps)
-
-
-def tool_steps(t: Trajectory) -> Sequence[Step]:
-    """The run's tool calls as ``tool_calls``, without a copy: the run's own tool steps when each carries a tool
-    (a long-lived tuple rather than a new list, which the garbage collector walks while it lives)."""
-    steps = t.tool_steps
-    for s in steps:
-        if s.tool is None:
-            return [s for s in steps if s.tool is not None]
-    return steps
 
 
 def tool_names(calls: Sequence[Step]) -> list[str]:
