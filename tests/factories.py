@@ -11,7 +11,7 @@ import itertools
 import json
 from typing import Any
 
-from trajgrade.core.trajectory import SpanRecord, Trajectory, build_trajectories
+from trajgrade.core.trajectory import SpanRecord, Step, Trajectory, build_trajectories
 from trajgrade.core.trajectory.normalize import MISSING
 from trajgrade.core.trajectory.records import span_record
 
@@ -161,3 +161,49 @@ def run(
     )
     (t,) = build_trajectories([root, *records])
     return t
+
+
+def tool_steps(calls: list[tuple[str, str, str]], *, parsed: bool = False) -> list[Step]:
+    """Tool-call steps of (tool, argument text, result text): arguments and result parsed on first read by the
+    parsers a span's text gets (so calls of equal text share their text's number in a grader's pass), or, with
+    ``parsed``, given parsed already (no text kept: each call compared on its own)."""
+    from trajgrade.core.trajectory.content import _arguments, _result
+    from trajgrade.core.trajectory.model import ToolCall
+
+    steps = []
+    for i, (name, arguments, result) in enumerate(calls):
+        tool = (
+            ToolCall(
+                name=name,
+                arguments=_arguments(arguments),
+                result=_result(result),
+                arguments_captured=True,
+                result_captured=True,
+            )
+            if parsed
+            else ToolCall(
+                name=name,
+                arguments=arguments,
+                result=result,
+                arguments_captured=True,
+                result_captured=True,
+                parse_arguments=_arguments,
+                parse_result=_result,
+            )
+        )
+        steps.append(
+            Step(
+                index=i,
+                kind="tool_call",
+                span_id=f"{i + 1:016x}",
+                parent_span_id=ROOT_ID,
+                name=f"execute_tool {name}",
+                agent=None,
+                turn=0,
+                start_unix_nano=T0 + i * MS,
+                end_unix_nano=T0 + i * MS,
+                status="ok",
+                tool=tool,
+            )  # fmt: skip
+        )
+    return steps

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from factories import llm, run, tool
+from factories import llm, run, tool, tool_steps
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trajgrade import ConfigError, grade_run, parse_config
-from trajgrade.core.graders.loop_search import Seen, _Leaves, _leaves, flatten, similarity
+from trajgrade.core.graders.loop_search import Seen, _Leaves, _leaves, find_loops, flatten, similarity
 
 _scalars = (
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(alphabet=" \tAaBb\u00df\u0130x", max_size=6)
@@ -174,3 +174,43 @@ def test_results_of_equal_text_are_the_same_outcome_as_their_digests_say() -> No
 
     assert result_key(step(same[0])) == result_key(step(same[1])) == result_key(step(reordered))  # as the digests
     assert result_key(step(same[0])) != result_key(step(call('{"a": 1, "b": [3]}')))
+
+
+#: Argument texts that differ but parse to the same leaves, that are equal but hold a NaN, and others.
+_TEXTS = (
+    '{"q": "a", "n": 1}',
+    '{"n": 1, "q": "a"}',  # keys in another order
+    '{"q": "a", "n": 1.0}',  # 1.0: the same leaf as 1
+    '{"q":"a",   "n":1}',  # other white space
+    '{"q": " A ", "n": 1}',  # the same leaf once trimmed and folded
+    '{"q": "a", "n": NaN}',  # equal to nothing, not even a NaN parsed from the same text
+    '{"q": "STRASSE", "n": 1}',
+    '{"q": "stra\\u00dfe", "n": 1}',  # folds as STRASSE does
+    '{"q": "a", "n": true}',
+    '{"q": "a", "n": 2}',
+    "not json",
+)
+_RESULTS = ('{"r": 1}', '{"r": 1.0}', '{"r": NaN}', "not json")
+#: Runs drawn from a few calls each, so that calls of equal text repeat, back to back or a period apart.
+_RUNS = st.lists(
+    st.tuples(st.sampled_from("ab"), st.sampled_from(_TEXTS), st.sampled_from(_RESULTS)), min_size=1, max_size=4
+).flatmap(lambda calls: st.lists(st.sampled_from(calls), max_size=20))
+
+
+@settings(max_examples=300, derandomize=True)
+@given(_RUNS, st.integers(1, 3), st.sampled_from([0.5, 0.9, 1.0]))
+def test_calls_of_equal_text_are_found_in_loops_as_when_each_is_compared_alone(
+    calls: list[tuple[str, str, str]], max_period: int, threshold: float
+) -> None:
+    """The search flattens and compares each distinct argument text once: what it finds is what it finds when
+    every call's arguments are given parsed (no text kept), each flattened and compared on its own."""
+    by_text, alone = tool_steps(calls), tool_steps(calls, parsed=True)
+    assert find_loops(by_text, 1, threshold, max_period) == find_loops(alone, 1, threshold, max_period)
+
+
+def test_a_nan_parsed_from_equal_text_is_still_no_equal_leaf() -> None:
+    nan = tool_steps([("search", '{"q": "a", "n": NaN}', "same")] * 3)
+    assert find_loops(nan, 1, 1.0, 1) == []
+    assert find_loops(nan, 1, 0.5, 1) == [(0, 3, 1, [0.5, 0.5])]
+    reordered = tool_steps([("search", t, "same") for t in ('{"q": "a", "n": 1}', '{"n": 1.0, "q": " A"}') * 2])
+    assert find_loops(reordered, 1, 1.0, 1) == [(0, 4, 1, [1.0, 1.0, 1.0])]

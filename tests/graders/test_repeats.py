@@ -6,7 +6,7 @@ import json
 from dataclasses import replace
 
 import pytest
-from factories import llm, run, tool
+from factories import llm, run, tool, tool_steps
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -281,3 +281,39 @@ def test_configuration_errors(entry: str, message: str) -> None:
     with pytest.raises(ConfigError) as e:
         parse_config("graders:\n  - " + entry)
     assert message in str(e.value)
+
+
+_TEXTS = (
+    '{"q": "a", "n": 1}',
+    '{"n": 1, "q": "a"}',  # the same value, keys in another order
+    '{"q": "a", "n": 1.0}',  # 1.0 equals 1 as JSON
+    '{"q": "a", "n": true}',  # true does not
+    '{"q": "a", "n": NaN}',  # equal to nothing, not even a NaN parsed from the same text
+    '{"q": "\\u00e9"}',
+    '{"q": "\u00e9"}',  # the same string, escaped or not
+    "not json",
+)
+_RUNS = st.lists(
+    st.tuples(st.sampled_from("ab"), st.sampled_from(_TEXTS), st.sampled_from(_TEXTS)), min_size=1, max_size=4
+).flatmap(lambda calls: st.lists(st.sampled_from(calls), max_size=20))
+
+
+@settings(max_examples=300, derandomize=True)
+@given(_RUNS, st.integers(1, 4))
+def test_calls_of_equal_text_repeat_as_when_each_is_compared_alone(
+    calls: list[tuple[str, str, str]], max_period: int
+) -> None:
+    """A pass compares the calls of two texts once: what it finds is what it finds when every call's arguments and
+    result are given parsed (no text kept), each pair compared on its own."""
+    by_text, alone = tool_steps(calls), tool_steps(calls, parsed=True)
+    for match in ("observation", "name", "name-args"):
+        assert longest_repetitions(by_text, match, max_period) == longest_repetitions(alone, match, max_period)
+
+
+def test_a_nan_parsed_from_equal_text_repeats_nothing() -> None:
+    nan = tool_steps([("search", '{"n": NaN}', '{"r": NaN}')] * 3)
+    assert longest_repetitions(nan, "name-args", 1)[1] == (1, 0, 1)
+    assert longest_repetitions(nan, "observation", 1)[1] == (1, 0, 1)
+    assert longest_repetitions(nan, "name", 1)[1] == (3, 0, 1)
+    equal = tool_steps([("search", t, "r") for t in ('{"n": 1, "q": "a"}', '{"q": "a", "n": 1.0}')] * 2)
+    assert longest_repetitions(equal, "name-args", 1)[1] == (4, 0, 1)

@@ -10,13 +10,17 @@ from pathlib import Path
 
 import pytest
 import xmlschema
+from factories import llm, tool, tool_steps
+from factories import run as run_of
 from hypothesis import given
 from hypothesis import strategies as st
 
 from trajgrade import ConfigError, parse_config
-from trajgrade.core.compare import _opcodes, compare, tool_call_text
-from trajgrade.core.runfiles import read_runs
+from trajgrade.core.compare import _call_texts, _opcodes, compare, tool_call_text
+from trajgrade.core.graders.baseline import BaselineConfig, against
+from trajgrade.core.runfiles import FileRun, read_runs
 from trajgrade.core.running import grade_run
+from trajgrade.core.trajectory.content import _arguments
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "langgraph"
 OI, LLMETRY = FIXTURES / "openinference", FIXTURES / "openllmetry"
@@ -52,6 +56,49 @@ def test_the_edit_script_turns_the_baseline_tool_calls_into_the_candidates() -> 
     assert c.increase("total_tokens") == pytest.approx((217 - 88) / 88)
     same = compare(golden, golden)
     assert same.edit_count == 0 and all(same.increase(m) in (0.0, None) for m in same.metrics)
+
+
+def test_calls_of_equal_argument_text_are_written_once_and_as_each_alone() -> None:
+    texts = ('{"q": "a", "n": 1}', '{"n": 1, "q": "a"}', '{"q": "a", "n": 1.0}', '{"q": "a", "n": NaN}', "not json")
+    calls = [(name, text, "r") for _ in range(3) for name in ("search", "read") for text in texts]
+    written = _call_texts(tool_steps(calls))
+    assert written == _call_texts(tool_steps(calls, parsed=True))
+    assert written == [tool_call_text(name, _arguments(text)) for name, text, _ in calls]
+    assert written[0] is written[2 * len(texts)] and written[0] != written[len(texts)]  # per tool and text
+
+
+def test_the_baseline_grader_writes_each_edit_shown_as_removed_and_added_calls() -> None:
+    """The first three edits, each ``-removed +added`` (a call a word), then the counts that grew, all joined by
+    "; "; whatever the kinds of edit."""
+
+    def written(removed: tuple[str, ...], added: tuple[str, ...]) -> str:
+        words = ["-" + " -".join(removed) if removed else "", "+" + " +".join(added) if added else ""]
+        return " ".join(w for w in words if w)
+
+    def calls(*names: str) -> list[dict[str, object]]:
+        return [x for name in names for x in (llm(), tool(name, {"q": name}, "r"))]
+
+    golden = FileRun("golden.json", run_of(*calls("a", "b", "c", "d", "e", "f", "g")))
+    config = BaselineConfig(path=str(OI / "three_tools.json"), max_tool_edits=0, max_increase={"llm_calls": 0.0})
+    for candidate in (
+        calls("a", "x", "c", "d", "y", "y", "f", "z", "g", "w"),  # replaced, replaced by two, inserted, inserted
+        calls("b", "c", "e", "g"),  # deleted only
+        calls("a", "b", "c", "d", "e", "f", "g", "h", "i"),  # inserted only, more model calls
+        calls("x", "y", "z"),
+    ):
+        t = run_of(*candidate)
+        result = against(golden, t, config)
+        c = compare(golden.trajectory, t)
+        changed = [e for e in c.edits if e.op != "equal"][:3]
+        shown = "; ".join(written(e.baseline, e.candidate) for e in changed)
+        problems = [f"{c.edit_count} tool call edit(s) from the baseline (max 0): {shown}"]
+        grew = c.increase("llm_calls")
+        if grew is not None and grew > 0:
+            before, after = c.metrics["llm_calls"]
+            problems.append(f"llm_calls {before:g} -> {after:g} (+{grew:.0%}, max +0%)")
+        assert result.explanation == "; ".join(problems)
+        assert result.score == (2 - len(problems)) / 2
+        assert [e.description for e in result.evidence[1:]] == problems[1:]
 
 
 def test_one_scenario_through_two_instrumentations_is_the_same_run() -> None:

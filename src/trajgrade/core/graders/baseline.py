@@ -10,7 +10,7 @@ A run with no baseline of its key is not evaluable, named.
 
 from __future__ import annotations
 
-from itertools import chain
+from itertools import chain, repeat
 from typing import Any, Literal
 
 from pydantic import PrivateAttr, model_validator
@@ -53,11 +53,22 @@ def _percent(x: float) -> str:
     return "+inf%" if x == float("inf") else f"{x:+.0%}"
 
 
-def _edit_text(e: Edit) -> str:
-    """An edit as ``-removed +added``, each call a word."""
-    removed = "-" + " -".join(e.baseline) if e.baseline else ""
-    added = "+" + " +".join(e.candidate) if e.candidate else ""
-    return f"{removed} {added}" if removed and added else removed or added
+def _edit_words(e: Edit, out: list[str]) -> None:
+    """An edit as ``-removed +added``, each call a word, appended to ``out`` in pieces: a long run's edit is
+    megabytes of text, joined once with the rest of the explanation rather than copied at each step."""
+    if e.baseline:
+        _words("-", e.baseline, out)
+        if e.candidate:
+            out.append(" ")
+    if e.candidate:
+        _words("+", e.candidate, out)
+
+
+def _words(sign: str, calls: tuple[str, ...], out: list[str]) -> None:
+    """``sign + (" " + sign).join(calls)``, in pieces."""
+    first = len(out)
+    out.extend(chain.from_iterable(zip(repeat(" " + sign), calls)))
+    out[first] = sign
 
 
 def baseline(t: Trajectory, c: BaselineConfig, name: str) -> GraderResult:
@@ -73,17 +84,19 @@ def baseline(t: Trajectory, c: BaselineConfig, name: str) -> GraderResult:
 def against(golden: FileRun, t: Trajectory, c: BaselineConfig, name: str = "baseline") -> GraderResult:
     """``t`` graded against the baseline run ``golden`` (``trajgrade compare`` matches the runs itself)."""
     comparison = compare(golden.trajectory, t)
-    problems: list[str] = []
+    problems: list[str] = []  # but the tool call edits'
+    edits: list[str] | None = None  # the tool call edits' problem, in pieces
     checks = 0
     evidence: list[Evidence] = []
     if c.max_tool_edits is not None:
         checks += 1
         if comparison.edit_count > c.max_tool_edits:
             changed = [e for e in comparison.edits if e.op != "equal"]
-            shown = "; ".join(_edit_text(e) for e in changed[:3])
-            problems.append(
-                f"{comparison.edit_count} tool call edit(s) from the baseline (max {c.max_tool_edits}): {shown}"
-            )
+            edits = [f"{comparison.edit_count} tool call edit(s) from the baseline (max {c.max_tool_edits}): "]
+            for k, e in enumerate(changed[:3]):
+                if k:
+                    edits.append("; ")
+                _edit_words(e, edits)
             spans = tuple(chain.from_iterable(e.candidate_spans for e in changed))
             evidence.append(Evidence("tool calls not in the baseline's sequence", spans))
     for metric, allowed in c.max_increase.items():
@@ -96,17 +109,22 @@ def against(golden: FileRun, t: Trajectory, c: BaselineConfig, name: str = "base
             problems.append(f"{metric} {before:g} -> {after:g} ({_percent(grew)}, max {allowed:+.0%})")
     details: dict[str, Any] = {"baseline_trace_id": golden.trajectory.trace_id, "baseline_file": golden.path}
     details.update(comparison.to_dict())
-    score = (checks - len(problems)) / checks if checks else 1.0
-    if problems:
+    failed = len(problems) + (edits is not None)
+    if failed:
+        if edits is None:
+            explanation = "; ".join(problems)
+        else:
+            edits.extend(chain.from_iterable(("; ", p) for p in problems))
+            explanation = "".join(edits)
         return GraderResult(
             name=name,
             type="baseline",
             status="fail",
-            score=score,
-            explanation="; ".join(problems),
+            score=(checks - failed) / checks,
+            explanation=explanation,
             value=comparison.edit_count,
             limit=c.max_tool_edits,
-            evidence=(*evidence, *(Evidence(p) for p in problems[len(evidence) :])),
+            evidence=(*evidence, *(Evidence(p) for p in problems)),
             details=details,
         )
     moved = ", ".join(f"{m} {_percent(g)}" for m in METRICS if (g := comparison.increase(m)) is not None and g != 0)

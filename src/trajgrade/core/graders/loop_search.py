@@ -179,12 +179,14 @@ def _arguments(step: Step, seen: Seen | None = None) -> dict[str, Any]:
 class _Leaves:
     """A call's flattened arguments, with their paths and their values also in order: two calls with the same paths
     (most similar calls: the same tool, its arguments of the same shape) are compared value by value, without a
-    lookup per path."""
+    lookup per path. ``number``: the argument text's number in a search (``_Flattened``), -1 when not kept there
+    (arguments not parsed from text, or by another parser)."""
 
-    def __init__(self, by_path: dict[str, Any]) -> None:
+    def __init__(self, by_path: dict[str, Any], number: int = -1) -> None:
         self.by_path = by_path
         self.paths = tuple(by_path)
         self.values = list(by_path.values())
+        self.number = number
 
     def similarity(self, before: _Leaves) -> float:
         """``similarity(self.by_path, before.by_path)``."""
@@ -203,21 +205,68 @@ class _Leaves:
         return equal / n
 
 
+class _Flattened:
+    """The leaves of the calls of one search, flattened once per distinct argument text (a loop repeats the same
+    arguments: ``ToolCall.arguments_text``), and the similarity of two such texts computed once per pair met.
+    Each text is numbered in the order met; past ``_MAX_SEEN`` texts (or pairs) what is kept is dropped and
+    kept anew, so that the texts a long run repeats late are kept too."""
+
+    def __init__(self) -> None:
+        self.seen = Seen()
+        self.parser: Any = None  # the parser of the texts kept: the first met
+        self.by_text: dict[str, _Leaves] = {}
+        self.pairs: dict[int, float] = {}
+        self.count = 0
+
+    def leaves(self, step: Step) -> _Leaves:
+        tool = step.tool
+        text = tool.arguments_text if tool is not None else None
+        if text is None or tool is None:
+            return _Leaves(_arguments(step, self.seen))
+        if self.parser is None:
+            self.parser = tool.arguments_parser
+        elif tool.arguments_parser is not self.parser:
+            return _Leaves(_arguments(step, self.seen))
+        known = self.by_text.get(text)
+        if known is not None:
+            return known
+        if len(self.by_text) >= _MAX_SEEN:
+            self.by_text.clear()
+        leaves = self.by_text[text] = _Leaves(_arguments(step, self.seen), self.count)
+        self.count += 1
+        return leaves
+
+    def similarity(self, leaves: _Leaves, before: _Leaves) -> float:
+        """``leaves.similarity(before)``, kept for a pair of distinct texts."""
+        a, b = leaves.number, before.number
+        if a < 0 or b < 0:
+            return leaves.similarity(before)
+        pair = a << 32 | b
+        sim = self.pairs.get(pair)
+        if sim is None:
+            sim = leaves.similarity(before)
+            if len(self.pairs) >= _MAX_SEEN:
+                self.pairs.clear()
+            self.pairs[pair] = sim
+        return sim
+
+
 def _similarities(calls: list[Step], threshold: float, max_period: int) -> list[list[float]]:
     """``similar[period][j]``: the similarity of call j to call j - period, or -1 when the two are not the same
     action (another tool, a similarity under ``threshold``, or a result that changed).
 
     Each call is compared with each of the ``max_period`` calls before it of the same tool, flattening the
-    arguments of the calls compared (only those of the last ``max_period`` calls are kept).
+    arguments of the calls compared (once per distinct text; only those of the last ``max_period`` calls are
+    kept beside).
     """
     n = len(calls)
     # Each call's result digest, made on first use (most pairs never get that far): False until then.
     results: list[bytes | None | bool] = [False] * n
-    similar = [[-1.0] * n for _ in range(max_period + 1)]
+    similar = [[] if period == 0 else [-1.0] * n for period in range(max_period + 1)]  # row 0: unused
     # The leaves of call k at recent[k % size], flattened when first compared (None until then).
     size = max_period + 1
     recent: list[_Leaves | None] = [None] * size
-    seen = Seen()
+    flattened = _Flattened()
     for j in range(n):
         recent[j % size] = None
         a = calls[j].tool
@@ -227,11 +276,11 @@ def _similarities(calls: list[Step], threshold: float, max_period: int) -> list[
                 continue
             leaves = recent[j % size]
             if leaves is None:
-                leaves = recent[j % size] = _Leaves(_arguments(calls[j], seen))
+                leaves = recent[j % size] = flattened.leaves(calls[j])
             before = recent[(j - period) % size]
             if before is None:
-                before = recent[(j - period) % size] = _Leaves(_arguments(calls[j - period], seen))
-            sim = leaves.similarity(before)
+                before = recent[(j - period) % size] = flattened.leaves(calls[j - period])
+            sim = flattened.similarity(leaves, before)
             if sim < threshold:
                 continue
             if a.same_result_text(b):  # the same outcome, without a digest of each

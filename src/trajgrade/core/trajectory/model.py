@@ -73,6 +73,11 @@ class ToolCall:
     capture is opt-in in several instrumentations). With ``parse_arguments`` / ``parse_result``, the value
     given is raw and the function computes it on first read (tool arguments and results are JSON text on most
     spans, and most graders never look at the results).
+
+    ``arguments_text`` / ``result_text`` keep the text a value is parsed from (by ``arguments_parser`` /
+    ``result_parser``; None when the value was given as it is): two calls of equal text and the same parser have
+    values parsed alike (equal, but for a NaN, which equals nothing), so a grader can compare or transform a value
+    once per distinct text rather than once per call.
     """
 
     __slots__ = (
@@ -80,12 +85,14 @@ class ToolCall:
         "_parse_arguments",
         "_parse_result",
         "_result",
-        "_result_parser",
-        "_result_text",
         "arguments_captured",
+        "arguments_parser",
+        "arguments_text",
         "call_id",
         "name",
         "result_captured",
+        "result_parser",
+        "result_text",
     )
 
     def __init__(
@@ -108,8 +115,10 @@ class ToolCall:
         self.result_captured = result_captured
         self._parse_arguments = parse_arguments
         self._parse_result = parse_result
-        self._result_parser = parse_result
-        self._result_text: str | None = result if parse_result is not None and type(result) is str else None
+        self.arguments_parser = parse_arguments
+        self.arguments_text: str | None = arguments if parse_arguments is not None and type(arguments) is str else None
+        self.result_parser = parse_result
+        self.result_text: str | None = result if parse_result is not None and type(result) is str else None
 
     @property
     def arguments(self) -> Any:
@@ -128,8 +137,8 @@ class ToolCall:
     def same_result_text(self, other: ToolCall) -> bool:
         """Whether both results are parsed by the same function from equal text: then they are equal, whether
         parsed yet or not (the loop search compares results without encoding them when they are)."""
-        text = self._result_text
-        return text is not None and self._result_parser is other._result_parser and text == other._result_text
+        text = self.result_text
+        return text is not None and self.result_parser is other.result_parser and text == other.result_text
 
     def _key(self) -> tuple[Any, ...]:
         return (self.name, self.call_id, self.arguments, self.result, self.arguments_captured, self.result_captured)
