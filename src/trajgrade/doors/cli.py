@@ -27,6 +27,9 @@ if TYPE_CHECKING:  # the commands import what they use, so that `trajgrade --ver
 __all__ = ["main", "run"]
 
 FORMATS = ("text", "json", "junit", "markdown", "html")
+#: What genai-prices imports with its package for its price updater, which no command but ``serve`` could start
+#: (none does): the command line's process defers them (see ``deferred_modules``).
+PRICE_UPDATER_IMPORTS = ("httpx2", "asyncio")
 #: What the commands read, held until the command ends (see :func:`run`).
 _READ: list[object] = []
 
@@ -437,6 +440,11 @@ def main(argv: Sequence[str] | None = None, *, ends_process: bool = False) -> in
     """Run a command; its exit code. ``ends_process``: the process ends right after (:func:`run`), so what the
     command read is not let go."""
     args = build_parser().parse_args(argv)
+    if ends_process and args.func is not cmd_serve and "genai_prices" not in sys.modules:
+        from trajgrade.doors.deferred_modules import defer
+
+        for name in PRICE_UPDATER_IMPORTS:
+            defer(name)
     nothing_frozen = not gc.get_freeze_count()
     try:
         return int(args.func(args))
