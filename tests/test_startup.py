@@ -5,6 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trajgrade.doors.cli import main
 
 
 def _loaded(code: str) -> list[str]:
@@ -36,3 +42,85 @@ def test_every_public_name_is_there_when_used() -> None:
     for name in trajgrade.__all__:
         assert getattr(trajgrade, name) is not None
     assert set(dir(trajgrade)) >= set(trajgrade.__all__)
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+#: A run whose model calls carry tokens and no cost: reading it looks up prices in genai-prices.
+PRICED_RUN = FIXTURES / "openinference" / "openai" / "three_tools.json"
+THRESHOLD = "graders:\n  - type: token-budget\n    config: {max: 40000}\n"
+SCHEMA = "graders:\n  - type: tool-schema\n    schemas: {search: {type: object}}\n    allowlist: [search]\n"
+#: What no command but the one that needs it runs: the price updater's network and event loop, JSON Schema, the
+#: regex engine (every pattern of these graders files is a plain string).
+HEAVY = ("httpx2", "asyncio", "jsonschema", "jsonschema_rs", "referencing", "regex")
+#: What checking arguments against a schema runs: jsonschema (and its references' library) and jsonschema-rs.
+SCHEMA_CHECKS = ("jsonschema", "referencing", "jsonschema_rs")
+
+
+def _command(argv: list[str], then: str = "") -> dict[str, Any]:
+    """What the command line's process (``main(..., ends_process=True)``, as ``run`` calls it) ran of each module
+    in ``HEAVY`` and of genai-prices, its exit code, and what ``then`` printed (code run after it)."""
+    code = (
+        "import io, json, sys\n"
+        "from contextlib import redirect_stdout\n"
+        "from trajgrade.doors.cli import main\n"
+        "from trajgrade.doors.deferred_modules import DeferredModule\n"
+        "with redirect_stdout(io.StringIO()):\n"
+        f"    exit_code = main({argv!r}, ends_process=True)\n"
+        "ran = {n: n in sys.modules and not isinstance(sys.modules[n], DeferredModule)\n"
+        f"       for n in {(*HEAVY, 'genai_prices', 'yaml')!r}}}\n"
+        f"{then}\n"
+        "print(json.dumps({'exit': exit_code, 'ran': ran}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    lines = out.splitlines()
+    return {**json.loads(lines[-1]), "printed": lines[:-1]}
+
+
+@pytest.mark.parametrize(
+    ("argv", "graders", "needed"),
+    [
+        (["trajectory", str(PRICED_RUN)], None, {"genai_prices"}),
+        (["grade", "--config", "{config}", str(PRICED_RUN)], THRESHOLD, {"genai_prices", "yaml"}),
+        (["grade", "--config", "{config}", str(PRICED_RUN)], SCHEMA, {"genai_prices", "yaml", *SCHEMA_CHECKS}),
+        (["validate", "{config}"], SCHEMA, {"yaml", "jsonschema", "referencing"}),
+    ],
+    ids=["trajectory", "grade-threshold", "grade-tool-schema", "validate-tool-schema"],
+)
+def test_commands_run_only_the_libraries_they_use(
+    tmp_path: Path, argv: list[str], graders: str | None, needed: set[str]
+) -> None:
+    config = tmp_path / "graders.yaml"
+    config.write_text(graders or "")
+    done = _command([a.format(config=config) for a in argv])
+    assert done["exit"] in (0, 1)
+    ran = {name for name, yes in done["ran"].items() if yes}
+    assert ran & set(HEAVY) == needed & set(HEAVY)
+    assert needed <= ran
+
+
+def test_the_price_updater_works_after_the_command_line_deferred_its_imports(tmp_path: Path) -> None:
+    """httpx2 and asyncio, imported for real after a command, work; the prices are those of a process that
+    deferred nothing."""
+    config = tmp_path / "graders.yaml"
+    config.write_text("graders:\n  - {name: spend, type: cost, max_usd: 1.0}\n")
+    report = tmp_path / "report.json"
+    then = (
+        "import asyncio, httpx2, genai_prices\n"
+        "from genai_prices import Usage, calc_price\n"
+        "print(asyncio.run(genai_prices.wait_prices_updated_async(0)))\n"
+        "print(genai_prices.UpdatePrices().request_timeout == httpx2.Timeout(timeout=10, connect=5))\n"
+        "client = httpx2.Client(transport=httpx2.MockTransport(lambda request: httpx2.Response(204)))\n"
+        "print(client.get('http://prices.invalid/').status_code)\n"
+        "print(calc_price(Usage(input_tokens=1000, output_tokens=500), 'gpt-4o').total_price)\n"
+        "print(type(asyncio).__name__, type(httpx2).__name__)\n"
+    )
+    done = _command(["grade", "--config", str(config), "--format", "json", "-o", str(report), str(PRICED_RUN)], then)
+    assert not done["ran"]["httpx2"] and not done["ran"]["asyncio"] and done["ran"]["genai_prices"]
+    from genai_prices import Usage, calc_price
+
+    price = calc_price(Usage(input_tokens=1000, output_tokens=500), "gpt-4o").total_price
+    assert done["printed"] == ["False", "True", "204", str(price), "module module"]
+    in_process = tmp_path / "in_process.json"
+    assert main(["grade", "--config", str(config), "--format", "json", "-o", str(in_process), str(PRICED_RUN)]) == 0
+    assert json.loads(report.read_text()) == json.loads(in_process.read_text())
+    assert json.loads(report.read_text())["runs"][0]["summary"]["cost_usd"] > 0

@@ -32,7 +32,7 @@ from trajgrade.core.config import Config, Grader, Match, Scoring, Suite
 from trajgrade.core.graders.base import GraderSpec
 from trajgrade.core.graders.catalogue import CATALOGUE, lookup
 from trajgrade.core.graders.thresholds import parse_duration
-from trajgrade.core.patterns import compile_pattern
+from trajgrade.core.patterns import check_pattern
 from trajgrade.core.trajectory.cost import Price
 from trajgrade.exceptions import ConfigError
 
@@ -377,7 +377,7 @@ class _Loader:
             if not isinstance(value, str):
                 raise self.error(at, "expected a regex string")
             try:
-                compile_pattern(value)
+                check_pattern(value)
             except ValueError as e:
                 raise self.error(at, str(e)) from None
             return value

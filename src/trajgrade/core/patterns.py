@@ -10,7 +10,8 @@ matches cannot add up past it.
 
 A pattern that is a plain string, with at most a leading ``^`` and a trailing ``$`` (``^search$``, ``^read_``,
 ``topic``), cannot be slow: it is matched as the string it is, without the regex engine, whose time limit alone
-costs microseconds a match.
+costs microseconds a match. Such a pattern is also a valid regex as it is (:func:`check_pattern`): the ``regex``
+package is imported when the first other pattern is compiled.
 """
 
 from __future__ import annotations
@@ -20,14 +21,17 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-import regex
+if TYPE_CHECKING:
+    import regex
 
 __all__ = [
     "MAX_INPUT",
     "TIMEOUT_S",
     "PatternTimeout",
     "budget",
+    "check_pattern",
     "compile_pattern",
     "end_budget",
     "matcher",
@@ -70,9 +74,17 @@ def end_budget(outer: float | None) -> None:
     _deadline.at = outer
 
 
+def check_pattern(pattern: str) -> None:
+    """Raises ``ValueError`` naming the pattern when it is not a valid regex (a plain one is, uncompiled)."""
+    if _plain(pattern) is None:
+        compile_pattern(pattern)
+
+
 @functools.lru_cache(maxsize=2048)
 def compile_pattern(pattern: str) -> regex.Pattern[str]:
     """The compiled pattern; raises ``ValueError`` naming the pattern when it is not a valid regex."""
+    import regex
+
     try:
         return regex.compile(pattern, flags=regex.VERSION0)
     except regex.error as e:

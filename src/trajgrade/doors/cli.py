@@ -27,6 +27,10 @@ if TYPE_CHECKING:  # the commands import what they use, so that `trajgrade --ver
 __all__ = ["main", "run"]
 
 FORMATS = ("text", "json", "junit", "markdown", "html")
+#: What genai-prices imports with its package for the price updater it starts only when asked, which no command
+#: asks: the command line's own process defers them (``deferred_modules``), but for ``serve``, whose server runs
+#: an event loop.
+PRICE_UPDATER_IMPORTS = ("httpx2", "asyncio")
 #: What the commands read, held until the command ends (see :func:`run`).
 _READ: list[object] = []
 
@@ -434,9 +438,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None, *, ends_process: bool = False) -> int:
-    """Run a command; its exit code. ``ends_process``: the process ends right after (:func:`run`), so what the
-    command read is not let go."""
+    """Run a command; its exit code. ``ends_process``: the process is the command's own and ends right after
+    (:func:`run`), so what the command read is not let go, and ``PRICE_UPDATER_IMPORTS`` are deferred."""
     args = build_parser().parse_args(argv)
+    if ends_process and args.func is not cmd_serve and "genai_prices" not in sys.modules:
+        from trajgrade.doors.deferred_modules import defer
+
+        for name in PRICE_UPDATER_IMPORTS:
+            defer(name)
     nothing_frozen = not gc.get_freeze_count()
     try:
         return int(args.func(args))

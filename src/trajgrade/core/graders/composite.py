@@ -62,7 +62,7 @@ class CompositeConfig(GraderConfig):
     children_field: ClassVar[str] = "evaluators"
 
     evaluators: tuple[InstanceOf[Grader], ...]  # built by the loader from the children's entries
-    aggregator: Aggregator = Aggregator()
+    aggregator: Aggregator = Aggregator.model_construct()  # the defaults, without building the validator at import
     threshold: Score = 0.8
 
     @field_validator("aggregator", mode="before")

@@ -31,7 +31,7 @@ from trajgrade.core.graders.loop_search import find_loops, flatten, result_key, 
 from trajgrade.core.graders.steps import any_arguments_captured, calls_named, tool_calls
 from trajgrade.core.graders.steps import span_ids as span_ids_of
 from trajgrade.core.graders.watch import ON_TOOL_CALLS, Gate, Repetitions, RunSoFar
-from trajgrade.core.patterns import compile_pattern, name_filter
+from trajgrade.core.patterns import check_pattern, name_filter
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS"]
@@ -47,7 +47,7 @@ class LoopConfig(GraderConfig):
     @classmethod
     def _regexes(cls, tools: tuple[str, ...] | None) -> tuple[str, ...] | None:
         for pattern in tools or ():
-            compile_pattern(pattern)
+            check_pattern(pattern)
         return tools
 
 

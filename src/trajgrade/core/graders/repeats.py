@@ -45,7 +45,7 @@ from trajgrade.core.graders.repetition import (
 )
 from trajgrade.core.graders.steps import calls_named, span_ids
 from trajgrade.core.graders.watch import ON_TOOL_CALLS, Gate, Repetitions, RunSoFar
-from trajgrade.core.patterns import compile_pattern, name_filter
+from trajgrade.core.patterns import check_pattern, name_filter
 from trajgrade.core.running import grading_facts
 from trajgrade.core.trajectory.model import Step, Trajectory
 
@@ -66,7 +66,7 @@ class _RepeatConfig(GraderConfig):
         for pattern in tools or ():
             if not pattern:
                 raise ValueError("an empty regex matches every tool; omit tools instead")
-            compile_pattern(pattern)
+            check_pattern(pattern)
         return tools
 
 

@@ -40,7 +40,7 @@ from trajgrade.core.graders.watch import (
     Gate,
     RunSoFar,
 )
-from trajgrade.core.patterns import compile_pattern, name_filter
+from trajgrade.core.patterns import check_pattern, name_filter
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS", "parse_duration"]
@@ -74,7 +74,7 @@ class ToolCallCountConfig(MaxConfig):
             for pattern in tools:
                 if not pattern:
                     raise ValueError("an empty regex matches every tool; omit tools instead")
-                compile_pattern(pattern)
+                check_pattern(pattern)
         return tools
 
 

@@ -50,7 +50,7 @@ from trajgrade.core.graders.steps import each_name, tool_names
 from trajgrade.core.graders.steps import tool_calls as calls_of
 from trajgrade.core.graders.tool_matching import ConfigProblem, DataMatcher, each_matched
 from trajgrade.core.graders.watch import Gate, RunSoFar
-from trajgrade.core.patterns import compile_pattern, matcher, search
+from trajgrade.core.patterns import check_pattern, matcher, search
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS", "ToolCallsConfig", "ToolMatch"]
@@ -64,7 +64,7 @@ def _regex(pattern: str, field: str) -> str:
     if not pattern and field == "name":
         raise ValueError("name: an empty regex matches every tool (write '.' to mean any tool)")
     try:
-        compile_pattern(pattern)
+        check_pattern(pattern)
     except ValueError as e:
         raise ValueError(f"{field}: {e}") from None
     return pattern

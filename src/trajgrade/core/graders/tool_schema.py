@@ -14,24 +14,26 @@ a schema: when that is the only thing left unknown the result is not evaluable.
 Nothing is ever fetched: a schema with a ``$ref`` outside itself (a URL, a file) is refused. In a config that is a
 config error; in a schema the spans carried (which anyone who can send spans chooses), the tool's calls are left
 unchecked and, when nothing else fails, the result is not evaluable and names the reference.
+
+jsonschema and jsonschema-rs are imported when a schema is first checked (a graders file that gives schemas, or a
+run graded with this grader): a command whose graders check no schema does not load them.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema_rs
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from pydantic import field_validator, model_validator
-from referencing import Registry
-from referencing.exceptions import NoSuchResource
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
 from trajgrade.core.graders.steps import not_plainly_valid, span_ids_by_name, tool_calls
 from trajgrade.core.memo import ByObject
 from trajgrade.core.trajectory.model import Step, Trajectory
+
+if TYPE_CHECKING:
+    from referencing import Registry
 
 __all__ = ["SPECS"]
 
@@ -47,6 +49,9 @@ class ToolSchemaConfig(GraderConfig):
     @field_validator("schemas")
     @classmethod
     def _valid_schemas(cls, schemas: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        from jsonschema import Draft202012Validator
+        from jsonschema.exceptions import SchemaError
+
         for tool, schema in schemas.items():
             try:
                 Draft202012Validator.check_schema(schema)
@@ -101,6 +106,8 @@ def _has_dollar_key(schema: Any) -> bool:
 
 
 def _never_retrieve(uri: str) -> Any:
+    from referencing.exceptions import NoSuchResource
+
     raise NoSuchResource(ref=uri)  # type: ignore[call-arg]  # attrs class, unseen by mypy
 
 
@@ -108,7 +115,12 @@ def _never_retrieve_rs(uri: str) -> Any:
     raise ValueError(f"{uri}: trajgrade never fetches a schema")
 
 
-_NO_FETCH: Registry[Any] = Registry(retrieve=_never_retrieve)  # type: ignore[call-arg]
+@functools.cache
+def _no_fetch() -> Registry[Any]:
+    """The registry of every schema compiled here: it resolves no reference outside the schema."""
+    from referencing import Registry
+
+    return Registry(retrieve=_never_retrieve)  # type: ignore[call-arg]
 
 
 def _path(error: Any) -> str:
@@ -229,7 +241,10 @@ class _Schema:
     __slots__ = ("each", "fast", "full")
 
     def __init__(self, schema: dict[str, Any]) -> None:
-        self.full = Draft202012Validator(schema, registry=_NO_FETCH)
+        import jsonschema_rs
+        from jsonschema import Draft202012Validator
+
+        self.full = Draft202012Validator(schema, registry=_no_fetch())
         try:
             self.fast: Any = jsonschema_rs.Draft202012Validator(schema, retriever=_never_retrieve_rs)
         except Exception:  # a schema jsonschema-rs cannot compile is checked by jsonschema alone
@@ -293,6 +308,9 @@ def _by_text(schema: Any) -> _Schema | str | None:
     except (TypeError, ValueError):  # not JSON-serializable: not a schema
         return None
     if key not in _COMPILED:
+        from jsonschema import Draft202012Validator
+        from jsonschema.exceptions import SchemaError
+
         validator: _Schema | str | None
         try:
             Draft202012Validator.check_schema(schema)
