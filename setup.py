@@ -4,7 +4,7 @@
 - The modules every span and every tool call goes through, compiled from their typed Python with mypyc: the
   trace file readers and the span views (of the SDK, of protobuf, of OTLP/JSON), the span records and the
   trajectory model, normalization, the build (the span tree, tool requests, content, summaries), prices, the
-  graders' passes over a run's steps, the loop grader's search, the comparison of a run with its baseline, and
+  numbering of a run's tool calls by text, the graders' passes over a run's steps, the loop grader's search, the comparison of a run with its baseline, and
   the in-flight checks' per-span counting, and the conventions' tables they read (``semconv.py``: its constants
   are then read as C variables, not looked up on a module per span).
   The same source runs interpreted where it is not compiled; ``make lint`` type-checks it strictly. Here mypy
@@ -28,6 +28,7 @@ COMPILED = [
     "src/trajgrade/core/trajectory/summary.py",
     "src/trajgrade/core/trajectory/build.py",
     "src/trajgrade/core/trajectory/cost.py",
+    "src/trajgrade/core/trajectory/call_texts.py",
     "src/trajgrade/core/graders/steps.py",
     "src/trajgrade/core/graders/loop_search.py",
     "src/trajgrade/core/graders/repetition.py",

@@ -19,6 +19,7 @@ import orjson
 
 from trajgrade.core.memo import ByObject
 from trajgrade.core.runfiles import FileRun
+from trajgrade.core.trajectory.call_texts import CallTexts, call_texts
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["METRICS", "Comparison", "Edit", "compare", "match_runs", "run_key", "tool_call_text"]
@@ -83,54 +84,34 @@ def tool_call_text(name: str, arguments: Any) -> str:
     return f"{name}({text})"
 
 
-#: Distinct argument texts whose call text ``_calls`` keeps at once.
-_MAX_KEPT: Final = 4096
+def _calls(t: Trajectory, texts: CallTexts | None = None) -> list[str]:
+    return _call_texts(t.tool_steps, texts if texts is not None else call_texts(t))
 
 
-def _calls(t: Trajectory) -> list[str]:
-    return _call_texts(t.tool_steps)
-
-
-def _call_texts(steps: Sequence[Step]) -> list[str]:
-    """Each tool call's text; written once per tool and argument text (``ToolCall.arguments_text``: arguments
-    parsed alike from equal text are written alike), as a run that repeats itself repeats its calls' text."""
-    texts: list[str] = []
-    written: dict[str, dict[str, str]] = {}  # by tool: by argument text
-    kept = 0
-    parser: Any = None
-    for s in steps:
+def _call_texts(steps: Sequence[Step], texts: CallTexts | None = None) -> list[str]:
+    """Each tool call's text; written once per tool and argument text (``texts``: the run's numbering of its calls,
+    by default one of ``steps``), as a run that repeats itself repeats its calls' text."""
+    numbers = (texts if texts is not None else CallTexts(steps)).arguments_of(steps)
+    out: list[str] = []
+    for i, s in enumerate(steps):
         tool = s.tool
-        if tool is None:
-            texts.append(tool_call_text(s.name, None))
-            continue
-        arguments = tool.arguments_text
-        if parser is None:
-            parser = tool.arguments_parser
-        if arguments is None or tool.arguments_parser is not parser:
-            texts.append(tool_call_text(tool.name, tool.arguments))
-            continue
-        of_tool = written.get(tool.name)
-        if of_tool is None:
-            of_tool = written[tool.name] = {}
-        text = of_tool.get(arguments)
-        if text is None:
-            text = tool_call_text(tool.name, tool.arguments)
-            if kept >= _MAX_KEPT:
-                written.clear()
-                kept = 0
-                of_tool = written[tool.name] = {}
-            of_tool[arguments] = text
-            kept += 1
-        texts.append(text)
-    return texts
+        number = numbers[i]
+        if number is not None and number < i:
+            out.append(out[number])  # the text of the first call of the same text
+        elif tool is None:
+            out.append(tool_call_text(s.name, None))
+        else:
+            out.append(tool_call_text(tool.name, tool.arguments))
+    return out
 
 
 #: The call texts of the baselines compared lately, by run: a grader compares every run with the same baseline.
 _baseline_calls: Final = ByObject(_calls, 64)
 
 
-def compare(baseline: Trajectory, candidate: Trajectory) -> Comparison:
-    before, after = _baseline_calls(baseline), _calls(candidate)
+def compare(baseline: Trajectory, candidate: Trajectory, texts: CallTexts | None = None) -> Comparison:
+    """How ``candidate`` moved from ``baseline`` (``texts``: the candidate's numbering of its calls, when made)."""
+    before, after = _baseline_calls(baseline), _calls(candidate, texts)
     spans = [s.span_id for s in candidate.tool_steps]
     edits: list[Edit] = []
     count = 0

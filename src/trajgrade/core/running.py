@@ -11,7 +11,8 @@ Each grader runs under the suite's time limit (``scoring.timeout``), and so does
 A grader is a pure function of the run and its options: within one ``grade_run``, a grader of the same type and
 equal options as one already run (a composite's child that is also one of the suite's graders) is not run again;
 its result is the earlier one under its own name. Graders that read the same fact of the run (the same comparisons
-of its calls) share it through ``grading_facts``: it is made once per ``grade_run``.
+of its calls, the numbering of its calls by text) share it through ``grading_facts``: it is made once per
+``grade_run``.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from trajgrade.core.config import Config, Grader, Scoring
 from trajgrade.core.graders.base import GraderConfig, GraderResult, GraderSpec
@@ -33,6 +34,7 @@ __all__ = [
     "RunReport",
     "aggregate",
     "grade_run",
+    "grading_fact",
     "grading_facts",
     "run_children",
     "run_grader",
@@ -79,6 +81,21 @@ def grading_facts(trajectory: Trajectory) -> dict[Hashable, Any] | None:
     read-only once kept."""
     running = _running
     return running.facts if running.trajectory is trajectory else None
+
+
+F = TypeVar("F")
+
+
+def grading_fact(trajectory: Trajectory, make: Callable[[Trajectory], F]) -> F:
+    """``make(trajectory)``, made once per grading: kept in ``grading_facts`` under ``make`` while ``grade_run``
+    grades the run (the graders of its grading, a composite's children too, share it), made anew outside it."""
+    facts = grading_facts(trajectory)
+    if facts is None:
+        return make(trajectory)
+    kept = facts.get(make)
+    if kept is None:
+        kept = facts[make] = make(trajectory)
+    return cast(F, kept)
 
 
 def run_grader(grader: Grader, trajectory: Trajectory, timeout_s: float = DEFAULT_TIMEOUT_S) -> GraderResult:

@@ -18,6 +18,8 @@ from pydantic import PrivateAttr, model_validator
 from trajgrade.core.compare import METRICS, Edit, compare, run_key
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, Taxonomy, not_evaluable
 from trajgrade.core.runfiles import FileRun, read_runs
+from trajgrade.core.running import grading_fact
+from trajgrade.core.trajectory.call_texts import call_texts
 from trajgrade.core.trajectory.model import Trajectory
 
 __all__ = ["SPECS", "BaselineConfig", "against"]
@@ -83,7 +85,7 @@ def baseline(t: Trajectory, c: BaselineConfig, name: str) -> GraderResult:
 
 def against(golden: FileRun, t: Trajectory, c: BaselineConfig, name: str = "baseline") -> GraderResult:
     """``t`` graded against the baseline run ``golden`` (``trajgrade compare`` matches the runs itself)."""
-    comparison = compare(golden.trajectory, t)
+    comparison = compare(golden.trajectory, t, grading_fact(t, call_texts))
     problems: list[str] = []  # but the tool call edits'
     edits: list[str] | None = None  # the tool call edits' problem, in pieces
     checks = 0

@@ -32,6 +32,8 @@ from trajgrade.core.graders.steps import any_arguments_captured, calls_named, to
 from trajgrade.core.graders.steps import span_ids as span_ids_of
 from trajgrade.core.graders.watch import ON_TOOL_CALLS, Gate, Repetitions, RunSoFar
 from trajgrade.core.patterns import check_pattern, name_filter
+from trajgrade.core.running import grading_fact
+from trajgrade.core.trajectory.call_texts import call_texts
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS"]
@@ -57,7 +59,7 @@ def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
         return not_evaluable(
             name, "loop", "tool arguments were not captured (enable content capture)", limit=c.max_repeats
         )
-    loops = find_loops(calls, c.max_repeats, c.similarity_threshold, c.max_cycle_period)
+    loops = find_loops(calls, c.max_repeats, c.similarity_threshold, c.max_cycle_period, grading_fact(t, call_texts))
     if not loops:
         text = f"no action repeated more than {c.max_repeats} times in a row ({len(calls)} tool calls checked)"
         return GraderResult(

@@ -12,6 +12,7 @@ import hashlib
 import json
 from typing import Any, Final
 
+from trajgrade.core.trajectory.call_texts import CallTexts
 from trajgrade.core.trajectory.model import Step
 
 __all__ = ["Seen", "find_loops", "flatten", "result_key", "similarity"]
@@ -179,10 +180,10 @@ def _arguments(step: Step, seen: Seen | None = None) -> dict[str, Any]:
 class _Leaves:
     """A call's flattened arguments, with their paths and their values also in order: two calls with the same paths
     (most similar calls: the same tool, its arguments of the same shape) are compared value by value, without a
-    lookup per path. ``number``: the argument text's number in a search (``_Flattened``), -1 when not kept there
-    (arguments not parsed from text, or by another parser)."""
+    lookup per path. ``number``: the argument text's number (``CallTexts``), None when it has none (arguments not
+    parsed from text, or by another parser)."""
 
-    def __init__(self, by_path: dict[str, Any], number: int = -1) -> None:
+    def __init__(self, by_path: dict[str, Any], number: int | None = None) -> None:
         self.by_path = by_path
         self.paths = tuple(by_path)
         self.values = list(by_path.values())
@@ -206,40 +207,35 @@ class _Leaves:
 
 
 class _Flattened:
-    """The leaves of the calls of one search, flattened once per distinct argument text (a loop repeats the same
-    arguments: ``ToolCall.arguments_text``), and the similarity of two such texts computed once per pair met.
-    Each text is numbered in the order met; past ``_MAX_SEEN`` texts (or pairs) what is kept is dropped and
-    kept anew, so that the texts a long run repeats late are kept too."""
+    """The leaves of the calls of one search, flattened once per argument text (a loop repeats the same
+    arguments: the run's ``CallTexts``), and the similarity of two such texts computed once per pair met. Past
+    ``_MAX_SEEN`` texts (or pairs) what is kept is dropped and kept anew, so that the texts a long run repeats late
+    are kept too."""
 
-    def __init__(self) -> None:
+    def __init__(self, numbers: list[int | None]) -> None:
         self.seen = Seen()
-        self.parser: Any = None  # the parser of the texts kept: the first met
-        self.by_text: dict[str, _Leaves] = {}
+        self.numbers = numbers  # by call
+        self.by_number: dict[int | None, _Leaves] = {}  # never by None
         self.pairs: dict[int, float] = {}
-        self.count = 0
 
-    def leaves(self, step: Step) -> _Leaves:
-        tool = step.tool
-        text = tool.arguments_text if tool is not None else None
-        if text is None or tool is None:
-            return _Leaves(_arguments(step, self.seen))
-        if self.parser is None:
-            self.parser = tool.arguments_parser
-        elif tool.arguments_parser is not self.parser:
-            return _Leaves(_arguments(step, self.seen))
-        known = self.by_text.get(text)
+    def leaves(self, step: Step, j: int) -> _Leaves:
+        """The leaves of ``step``, call ``j`` of the search."""
+        number = self.numbers[j]
+        # looked up before it is known not to be None: compiled code would make the int anew as a key
+        known = self.by_number.get(number)
         if known is not None:
             return known
-        if len(self.by_text) >= _MAX_SEEN:
-            self.by_text.clear()
-        leaves = self.by_text[text] = _Leaves(_arguments(step, self.seen), self.count)
-        self.count += 1
+        leaves = _Leaves(_arguments(step, self.seen), number)
+        if number is not None:
+            if len(self.by_number) >= _MAX_SEEN:
+                self.by_number.clear()
+            self.by_number[number] = leaves
         return leaves
 
     def similarity(self, leaves: _Leaves, before: _Leaves) -> float:
         """``leaves.similarity(before)``, kept for a pair of distinct texts."""
         a, b = leaves.number, before.number
-        if a < 0 or b < 0:
+        if a is None or b is None:
             return leaves.similarity(before)
         pair = a << 32 | b
         sim = self.pairs.get(pair)
@@ -251,7 +247,7 @@ class _Flattened:
         return sim
 
 
-def _similarities(calls: list[Step], threshold: float, max_period: int) -> list[list[float]]:
+def _similarities(calls: list[Step], threshold: float, max_period: int, texts: CallTexts) -> list[list[float]]:
     """``similar[period][j]``: the similarity of call j to call j - period, or -1 when the two are not the same
     action (another tool, a similarity under ``threshold``, or a result that changed).
 
@@ -266,7 +262,7 @@ def _similarities(calls: list[Step], threshold: float, max_period: int) -> list[
     # The leaves of call k at recent[k % size], flattened when first compared (None until then).
     size = max_period + 1
     recent: list[_Leaves | None] = [None] * size
-    flattened = _Flattened()
+    flattened = _Flattened(texts.arguments_of(calls))
     for j in range(n):
         recent[j % size] = None
         a = calls[j].tool
@@ -276,10 +272,10 @@ def _similarities(calls: list[Step], threshold: float, max_period: int) -> list[
                 continue
             leaves = recent[j % size]
             if leaves is None:
-                leaves = recent[j % size] = flattened.leaves(calls[j])
+                leaves = recent[j % size] = flattened.leaves(calls[j], j)
             before = recent[(j - period) % size]
             if before is None:
-                before = recent[(j - period) % size] = flattened.leaves(calls[j - period])
+                before = recent[(j - period) % size] = flattened.leaves(calls[j - period], j - period)
             sim = flattened.similarity(leaves, before)
             if sim < threshold:
                 continue
@@ -299,15 +295,16 @@ def _similarities(calls: list[Step], threshold: float, max_period: int) -> list[
 
 
 def find_loops(
-    calls: list[Step], max_repeats: int, threshold: float, max_period: int
+    calls: list[Step], max_repeats: int, threshold: float, max_period: int, texts: CallTexts | None = None
 ) -> list[tuple[int, int, int, list[float]]]:
     """(start, end, period, similarities) of every repetition longer than max_repeats, longest first.
 
-    One pass compares each call with each of the ``max_period`` calls before it (``_similarities``). Then, for each
-    period, the runs of calls similar to the call a period before are read from what that pass recorded.
+    One pass compares each call with each of the ``max_period`` calls before it (``_similarities``), the calls of
+    one argument text as one (``texts``: the run's numbering of its calls, by default one of ``calls``). Then, for
+    each period, the runs of calls similar to the call a period before are read from what that pass recorded.
     """
     n = len(calls)
-    similar = _similarities(calls, threshold, max_period)
+    similar = _similarities(calls, threshold, max_period, texts if texts is not None else CallTexts(calls))
     found: list[tuple[int, int, int, list[float]]] = []
     for period in range(1, max_period + 1):
         row = similar[period]

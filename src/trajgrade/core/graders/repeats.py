@@ -46,7 +46,8 @@ from trajgrade.core.graders.repetition import (
 from trajgrade.core.graders.steps import calls_named, span_ids
 from trajgrade.core.graders.watch import ON_TOOL_CALLS, Gate, Repetitions, RunSoFar
 from trajgrade.core.patterns import check_pattern, name_filter
-from trajgrade.core.running import grading_facts
+from trajgrade.core.running import grading_fact, grading_facts
+from trajgrade.core.trajectory.call_texts import call_texts
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS", "json_equal", "longest_repetition"]
@@ -93,7 +94,8 @@ def _of_run(t: Trajectory, c: MaxRepeatConfig | LoopOutcomeConfig) -> tuple[int,
     kept: tuple[list[Step], list[tuple[int, int, int]], int] | None = facts.get(key) if facts is not None else None
     if kept is None or len(kept[1]) <= c.max_cycle_period:
         calls = calls_named(t.tool_steps, name_filter(c.tools))
-        kept = calls, longest_repetitions(calls, c.match, c.max_cycle_period), unknown_count(calls, c.match)
+        longest = longest_repetitions(calls, c.match, c.max_cycle_period, grading_fact(t, call_texts))
+        kept = calls, longest, unknown_count(calls, c.match)
         if facts is not None:
             facts[key] = kept
     calls, longest, unknown = kept

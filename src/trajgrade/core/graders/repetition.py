@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from trajgrade.core.trajectory.call_texts import CallTexts
 from trajgrade.core.trajectory.model import Step
 
 __all__ = ["json_equal", "known", "longest_repetition", "same_call", "longest_repetitions", "unknown_count"]
@@ -87,50 +88,25 @@ def longest_repetition(calls: list[Step], match: str, max_period: int) -> tuple[
     return longest_repetitions(calls, match, max_period)[max_period]
 
 
-#: Distinct texts (and pairs of them) a pass keeps at once.
+#: Pairs of texts a pass keeps at once.
 _MAX_KEPT: Final = 4096
 
 
 class _Texts:
-    """The calls of one pass numbered by the text their data as ``match`` compares it (arguments or result) is
-    parsed from (``ToolCall.arguments_text``), the same number for equal text, and whether the calls of two
-    numbers are the same, once per pair met: a loop repeats the same few texts. Past ``_MAX_KEPT`` texts (or
-    pairs) what is kept is dropped and kept anew, so that the texts a long run repeats late are kept too."""
+    """Whether two calls are the same, once per pair of texts (``CallTexts``: of their arguments or their result, as
+    ``match`` compares the calls) met: a loop repeats the same few texts. Past ``_MAX_KEPT`` pairs what is kept is
+    dropped and kept anew, so that the pairs a long run repeats late are kept too."""
 
-    def __init__(self, calls: list[Step], match: str) -> None:
+    def __init__(self, calls: list[Step], match: str, texts: CallTexts) -> None:
         self.calls = calls
         self.match = match
-        self.args = match == "name-args"
-        self.numbers = [-2] * len(calls)  # -2: not numbered yet; -1: no text to number it by
-        self.parser: Any = None
-        self.by_text: dict[str, int] = {}
+        self.numbers = texts.arguments_of(calls) if match == "name-args" else texts.results_of(calls)
         self.pairs: dict[int, bool] = {}
-
-    def number(self, i: int) -> int:
-        number = self.numbers[i]
-        if number != -2:
-            return number
-        number = -1
-        tool = self.calls[i].tool
-        if tool is not None and (tool.arguments_captured if self.args else tool.result_captured):
-            text = tool.arguments_text if self.args else tool.result_text
-            parser = tool.arguments_parser if self.args else tool.result_parser
-            if self.parser is None:
-                self.parser = parser
-            if text is not None and parser is self.parser:
-                known = self.by_text.get(text)
-                if known is None:
-                    if len(self.by_text) >= _MAX_KEPT:
-                        self.by_text.clear()
-                    known = self.by_text[text] = i  # numbered by the first call of the text (kept)
-                number = known
-        self.numbers[i] = number
-        return number
 
     def same(self, i: int, j: int) -> bool:
         """``same_call(calls[i], calls[j], match)``, for two calls of the same tool."""
-        a, b = self.number(i), self.number(j)
-        if a < 0 or b < 0:
+        a, b = self.numbers[i], self.numbers[j]
+        if a is None or b is None:
             return same_call(self.calls[i], self.calls[j], self.match)
         pair = a << 32 | b
         known = self.pairs.get(pair)
@@ -142,28 +118,30 @@ class _Texts:
         return known
 
 
-def longest_repetitions(calls: list[Step], match: str, max_period: int) -> list[tuple[int, int, int]]:
+def longest_repetitions(
+    calls: list[Step], match: str, max_period: int, texts: CallTexts | None = None
+) -> list[tuple[int, int, int]]:
     """``longest_repetition(calls, match, p)`` for every p from 1 to ``max_period``, at index p, from one pass: the
     graders of one grading that compare the same calls the same way share it.
 
     The pass keeps, for each period, the most occurrences found and the earliest start of a repetition that long;
     the longest repetition up to a period is then the longest of those, the shorter period first on a tie. Two
     calls of one tool whose compared data are parsed from texts met before are compared as those texts were
-    (a loop repeats the same few texts).
+    (a loop repeats the same few texts; ``texts``: the run's numbering of its calls, by default one of ``calls``).
     """
     n = len(calls)
     most = [0] * (max_period + 1)  # by period: the most occurrences of a block found
     start_of = [0] * (max_period + 1)  # by period: where the first repetition that long starts
     matched = [0] * (max_period + 1)  # by period: calls so far, each the same as the call a period before it
-    texts = _Texts(calls, match) if match != "name" else None
+    same_texts = None if match == "name" else _Texts(calls, match, texts if texts is not None else CallTexts(calls))
     for i in range(1, n):
         call = calls[i]
         for period in range(1, min(max_period, i) + 1):
             before = calls[i - period]
-            if texts is None or not _same_name(call, before):
+            if same_texts is None or not _same_name(call, before):
                 same = same_call(call, before, match)
             else:
-                same = texts.same(i, i - period)
+                same = same_texts.same(i, i - period)
             if not same:
                 matched[period] = 0
                 continue
