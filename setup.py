@@ -4,9 +4,9 @@
 - The modules every span and every tool call goes through, compiled from their typed Python with mypyc: the
   trace file readers and the span views (of the SDK, of protobuf, of OTLP/JSON), the span records and the
   trajectory model, normalization, the build (the span tree, tool requests, content, summaries), prices, the
-  numbering of a run's tool calls by text, the graders' passes over a run's steps, the loop grader's search, the comparison of a run with its baseline, and
-  the in-flight checks' per-span counting, and the conventions' tables they read (``semconv.py``: its constants
-  are then read as C variables, not looked up on a module per span).
+  numbering of a run's tool calls by text, the graders' passes over a run's steps, the loop grader's search, the
+  comparison of a run with its baseline, and the in-flight checks' per-span counting, and the conventions' tables
+  they read (``semconv.py``: its constants are then read as C variables, not looked up on a module per span).
   The same source runs interpreted where it is not compiled; ``make lint`` type-checks it strictly. Here mypy
   only has to type the modules for the compiler, without the project's config (its pydantic plugin) and
   without the runtime dependencies, which the build environment does not have.
