@@ -49,11 +49,13 @@ FIXTURES = Path(__file__).parent / "fixtures"
 PRICED_RUN = FIXTURES / "openinference" / "openai" / "three_tools.json"
 THRESHOLD = "graders:\n  - type: token-budget\n    config: {max: 40000}\n"
 SCHEMA = "graders:\n  - type: tool-schema\n    schemas: {search: {type: object}}\n    allowlist: [search]\n"
+#: A schema the run's ``search`` call does not satisfy: its violation is described by jsonschema.
+BROKEN_SCHEMA = "graders:\n  - type: tool-schema\n    schemas: {search: {type: object, required: [page]}}\n"
 #: What no command but the one that needs it runs: the price updater's network and event loop, JSON Schema, the
 #: regex engine (every pattern of these graders files is a plain string).
 HEAVY = ("httpx2", "asyncio", "jsonschema", "jsonschema_rs", "referencing", "regex")
-#: What checking arguments against a schema runs: jsonschema (and its references' library) and jsonschema-rs.
-SCHEMA_CHECKS = ("jsonschema", "referencing", "jsonschema_rs")
+#: What describes a schema's violation: jsonschema (and its references' library).
+DESCRIBING = ("jsonschema", "referencing")
 
 
 def _command(argv: list[str], then: str = "") -> dict[str, Any]:
@@ -81,10 +83,15 @@ def _command(argv: list[str], then: str = "") -> dict[str, Any]:
     [
         (["trajectory", str(PRICED_RUN)], None, {"genai_prices"}),
         (["grade", "--config", "{config}", str(PRICED_RUN)], THRESHOLD, {"genai_prices", "yaml"}),
-        (["grade", "--config", "{config}", str(PRICED_RUN)], SCHEMA, {"genai_prices", "yaml", *SCHEMA_CHECKS}),
-        (["validate", "{config}"], SCHEMA, {"yaml", "jsonschema", "referencing"}),
+        (["grade", "--config", "{config}", str(PRICED_RUN)], SCHEMA, {"genai_prices", "yaml", "jsonschema_rs"}),
+        (
+            ["grade", "--config", "{config}", str(PRICED_RUN)],
+            BROKEN_SCHEMA,
+            {"genai_prices", "yaml", "jsonschema_rs", *DESCRIBING},
+        ),
+        (["validate", "{config}"], SCHEMA, {"yaml", "jsonschema_rs"}),
     ],
-    ids=["trajectory", "grade-threshold", "grade-tool-schema", "validate-tool-schema"],
+    ids=["trajectory", "grade-threshold", "grade-tool-schema", "grade-tool-schema-violated", "validate-tool-schema"],
 )
 def test_commands_run_only_the_libraries_they_use(
     tmp_path: Path, argv: list[str], graders: str | None, needed: set[str]

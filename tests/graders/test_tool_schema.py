@@ -9,8 +9,13 @@ from contextlib import contextmanager
 
 import pytest
 from factories import llm, run, tool
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 
 from trajgrade import ConfigError, grade_run, parse_config
+from trajgrade.core.graders.tool_schema import _canonical, _problem
 
 WEATHER = {
     "type": "object",
@@ -154,3 +159,60 @@ def test_a_schema_from_the_spans_that_refers_elsewhere_is_never_fetched(ref_key:
         t = run(llm(), tool("get_weather", {"city": "Paris"}), tool("delete_db", {}), llm(), tool_definitions=defs)
         assert grade("use_trace_definitions: true\n    blocklist: [delete_db]", t).status == "fail"
         assert connections == []
+
+
+#: Keywords of draft 2020-12 (each with a shape the meta-schema checks), annotations, and a keyword it does not know.
+_KEYWORDS = [
+    *("type", "properties", "items", "prefixItems", "required", "enum", "const", "minimum", "exclusiveMinimum"),
+    *("minLength", "maxItems", "uniqueItems", "additionalProperties", "allOf", "anyOf", "not", "if", "then"),
+    *("dependentRequired", "dependentSchemas", "contains", "minContains", "propertyNames", "unevaluatedProperties"),
+    *("title", "default", "examples", "deprecated", "contentMediaType", "format", "$defs", "$comment", "$anchor"),
+    *("$dynamicAnchor", "x-vendor"),
+]
+_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.sampled_from([0, 1, -1, 2**70, 1.0, 1.5, "", "a", "a", "string", "object", "integer", "nope", "1bad"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["a", "b", "type"]), inner, max_size=2),
+    max_leaves=6,
+)
+_SCHEMAS = st.recursive(
+    st.dictionaries(st.sampled_from(_KEYWORDS), _VALUES, max_size=3),
+    lambda inner: st.dictionaries(
+        st.sampled_from(_KEYWORDS),
+        inner | st.lists(inner, max_size=2) | st.dictionaries(st.sampled_from(["a", "b"]), inner, max_size=2) | _VALUES,
+        max_size=3,
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=500, deadline=None, derandomize=True)
+@given(_SCHEMAS)
+def test_a_schema_is_valid_exactly_when_jsonschema_says_so(schema: dict[str, object]) -> None:
+    """jsonschema-rs's quick check of a schema against the meta-schema gives jsonschema's verdict, and an invalid
+    schema is described in jsonschema's words."""
+    try:
+        Draft202012Validator.check_schema(schema)
+        expected = None
+    except SchemaError as e:
+        expected = e.message
+    assert _problem(schema, _canonical(schema)) == expected
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "string", "pattern": "(?<=x"},  # not a regular expression to Python
+        {"patternProperties": {"[": {}}},  # nor is this
+        # valid in draft 4 only, which jsonschema-rs would check it against
+        {"$schema": "http://json-schema.org/draft-04/schema#", "minimum": 1, "exclusiveMinimum": True},
+    ],
+)
+def test_what_jsonschema_rs_would_decide_otherwise_is_left_to_jsonschema(schema: dict[str, object]) -> None:
+    import jsonschema_rs
+
+    assert jsonschema_rs.meta.is_valid(schema)  # its answer alone
+    with pytest.raises(SchemaError) as e:
+        Draft202012Validator.check_schema(schema)
+    assert _problem(schema, _canonical(schema)) == e.value.message

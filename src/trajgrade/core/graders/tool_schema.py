@@ -15,8 +15,11 @@ Nothing is ever fetched: a schema with a ``$ref`` outside itself (a URL, a file)
 config error; in a schema the spans carried (which anyone who can send spans chooses), the tool's calls are left
 unchecked and, when nothing else fails, the result is not evaluable and names the reference.
 
-jsonschema and jsonschema-rs are imported when a schema is first checked (a graders file that gives schemas, or a
-run graded with this grader): a command whose graders check no schema does not load them.
+A schema is checked against the meta-schema of draft 2020-12 (:func:`_problem`), and arguments against a schema, by
+jsonschema-rs; jsonschema, the reference implementation, decides what jsonschema-rs might decide otherwise and
+names what is wrong. Both are imported when first needed: jsonschema-rs when a schema is first checked (a graders
+file that gives schemas, or a run graded with this grader), jsonschema when a call is not valid or a schema needs
+it. A command whose graders check no schema loads neither.
 """
 
 from __future__ import annotations
@@ -49,14 +52,10 @@ class ToolSchemaConfig(GraderConfig):
     @field_validator("schemas")
     @classmethod
     def _valid_schemas(cls, schemas: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        from jsonschema import Draft202012Validator
-        from jsonschema.exceptions import SchemaError
-
         for tool, schema in schemas.items():
-            try:
-                Draft202012Validator.check_schema(schema)
-            except SchemaError as e:
-                raise ValueError(f"schemas.{tool} is not a valid JSON Schema: {e.message}") from None
+            problem = _problem(schema, _canonical(schema))
+            if problem is not None:
+                raise ValueError(f"schemas.{tool} is not a valid JSON Schema: {problem}")
             remote = _remote_reference(schema)
             if remote is not None:
                 raise ValueError(f"schemas.{tool} refers outside itself ({remote!r}): trajgrade never fetches a schema")
@@ -73,6 +72,46 @@ class ToolSchemaConfig(GraderConfig):
 
 
 _REFERENCE_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
+#: What a schema's canonical JSON holds when the meta-schema checks one of its values by a ``format`` (``$id``,
+#: ``$schema``, ``$ref``, ``$dynamicRef`` and ``$vocabulary``'s keys are URIs, ``pattern`` and
+#: ``patternProperties``' keys regular expressions), or picks its draft (``$schema``): see :func:`_problem`.
+_DECIDED_BY_JSONSCHEMA = ('"$id"', '"$schema"', '"$ref"', '"$dynamicRef"', '"$vocabulary"', '"pattern')
+
+
+def _canonical(schema: Any) -> str | None:
+    """``schema`` as JSON with its keys sorted, or None when it is not JSON (a value YAML reads that JSON has not)."""
+    try:
+        return json.dumps(schema, sort_keys=True)
+    except (TypeError, ValueError):
+        return None
+
+
+def _problem(schema: Any, text: str | None) -> str | None:
+    """What makes ``schema`` not a valid JSON Schema of draft 2020-12 (jsonschema's message), or None when it is
+    one; ``text``: its canonical JSON (:func:`_canonical`).
+
+    jsonschema-rs checks a schema against the meta-schema in microseconds, where jsonschema takes milliseconds (and
+    about 70 ms to import). Its answer is taken when the two cannot differ: it says valid, and the schema has
+    nothing the meta-schema checks by a ``format`` (jsonschema checks the formats it has checkers installed for,
+    jsonschema-rs none) and no ``$schema`` (by which jsonschema-rs would choose the meta-schema). Otherwise
+    jsonschema decides, and says what is wrong.
+    """
+    if text is not None and not any(key in text for key in _DECIDED_BY_JSONSCHEMA):
+        import jsonschema_rs
+
+        try:
+            if jsonschema_rs.meta.is_valid(schema):
+                return None
+        except Exception:  # a value it cannot take: jsonschema decides
+            pass
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as e:
+        return e.message
+    return None
 
 
 def _remote_reference(schema: Any) -> str | None:
@@ -236,15 +275,16 @@ class _Schema:
     few calls that are not, jsonschema (the reference implementation) says which argument and why.
 
     A schema with no ``$`` keyword (no reference, identifier or anchor, whose meaning would change under another
-    root) is also compiled as the ``items`` of an array, which checks all the calls of a tool in one call."""
+    root) is also compiled as the ``items`` of an array, which checks all the calls of a tool in one call. The
+    reference implementation's validator is made when first asked for."""
 
-    __slots__ = ("each", "fast", "full")
+    __slots__ = ("_full", "each", "fast", "schema")
 
     def __init__(self, schema: dict[str, Any]) -> None:
         import jsonschema_rs
-        from jsonschema import Draft202012Validator
 
-        self.full = Draft202012Validator(schema, registry=_no_fetch())
+        self.schema = schema
+        self._full: Any = None
         try:
             self.fast: Any = jsonschema_rs.Draft202012Validator(schema, retriever=_never_retrieve_rs)
         except Exception:  # a schema jsonschema-rs cannot compile is checked by jsonschema alone
@@ -276,6 +316,15 @@ class _Schema:
     def iter_errors(self, instance: Any) -> Any:
         return self.full.iter_errors(instance)
 
+    @property
+    def full(self) -> Any:
+        """jsonschema's validator of the schema."""
+        if self._full is None:
+            from jsonschema import Draft202012Validator
+
+            self._full = Draft202012Validator(self.schema, registry=_no_fetch())
+        return self._full
+
 
 def _validators(schemas: dict[str, Any]) -> tuple[dict[str, _Schema], dict[str, str]]:
     """The validator of each tool's schema, and the tools whose schema refers outside itself (to what)."""
@@ -298,25 +347,16 @@ def _by_text(schema: Any) -> _Schema | str | None:
     """A validator for a tool's schema; None when it is not a valid JSON Schema (then it is not checked); the
     reference when it refers outside itself (never fetched).
 
-    Checking a schema against the meta-schema costs milliseconds and the same definitions arrive with every
-    run, so validators are kept by the schema's canonical JSON (a small, bounded cache).
+    Checking and compiling a schema costs up to milliseconds and the same definitions arrive with every run, so
+    validators are kept by the schema's canonical JSON (a small, bounded cache).
     """
-    if not isinstance(schema, dict):
-        return None
-    try:
-        key = json.dumps(schema, sort_keys=True)
-    except (TypeError, ValueError):  # not JSON-serializable: not a schema
+    key = _canonical(schema) if isinstance(schema, dict) else None
+    if key is None:  # not JSON: not a schema
         return None
     if key not in _COMPILED:
-        from jsonschema import Draft202012Validator
-        from jsonschema.exceptions import SchemaError
-
-        validator: _Schema | str | None
-        try:
-            Draft202012Validator.check_schema(schema)
+        validator: _Schema | str | None = None
+        if _problem(schema, key) is None:
             validator = _remote_reference(schema) or _Schema(schema)
-        except SchemaError:
-            validator = None
         if len(_COMPILED) >= _COMPILED_MAX:
             _COMPILED.clear()
         _COMPILED[key] = validator
