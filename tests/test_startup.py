@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -58,9 +59,10 @@ HEAVY = ("httpx2", "asyncio", "jsonschema", "jsonschema_rs", "referencing", "reg
 DESCRIBING = ("jsonschema", "referencing")
 
 
-def _command(argv: list[str], then: str = "") -> dict[str, Any]:
+def _command(argv: list[str], then: str = "", env: dict[str, str] | None = None) -> dict[str, Any]:
     """What the command line's process (``main(..., ends_process=True)``, as ``run`` calls it) ran of each module
-    in ``HEAVY`` and of genai-prices, its exit code, and what ``then`` printed (code run after it)."""
+    in ``HEAVY`` and of genai-prices, its exit code, whether pydantic looked for plugins, and what ``then`` printed
+    (code run after it); ``env``: what the process's environment adds."""
     code = (
         "import io, json, sys\n"
         "from contextlib import redirect_stdout\n"
@@ -70,10 +72,15 @@ def _command(argv: list[str], then: str = "") -> dict[str, Any]:
         f"    exit_code = main({argv!r}, ends_process=True)\n"
         "ran = {n: n in sys.modules and not isinstance(sys.modules[n], DeferredModule)\n"
         f"       for n in {(*HEAVY, 'genai_prices', 'yaml')!r}}}\n"
+        "from pydantic.plugin import _loader\n"
+        "plugins_sought = _loader._plugins is not None\n"
         f"{then}\n"
-        "print(json.dumps({'exit': exit_code, 'ran': ran}))\n"
+        "print(json.dumps({'exit': exit_code, 'ran': ran, 'plugins_sought': plugins_sought}))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    environment = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"} | (env or {})
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=environment
+    ).stdout
     lines = out.splitlines()
     return {**json.loads(lines[-1]), "printed": lines[:-1]}
 
@@ -103,6 +110,18 @@ def test_commands_run_only_the_libraries_they_use(
     ran = {name for name, yes in done["ran"].items() if yes}
     assert ran & set(HEAVY) == needed & set(HEAVY)
     assert needed <= ran
+
+
+@pytest.mark.parametrize(("setting", "sought"), [(None, False), ("some_plugin", True)])
+def test_pydantic_looks_for_no_plugins_unless_the_environment_says(
+    tmp_path: Path, setting: str | None, sought: bool
+) -> None:
+    config = tmp_path / "graders.yaml"
+    config.write_text(THRESHOLD)
+    env = {} if setting is None else {"PYDANTIC_DISABLE_PLUGINS": setting}
+    done = _command(["grade", "--config", str(config), str(PRICED_RUN)], env=env)
+    assert done["exit"] == 0
+    assert done["plugins_sought"] is sought
 
 
 def test_the_price_updater_works_after_the_command_line_deferred_its_imports(tmp_path: Path) -> None:

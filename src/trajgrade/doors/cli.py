@@ -31,6 +31,11 @@ FORMATS = ("text", "json", "junit", "markdown", "html")
 #: asks: the command line's own process defers them (``deferred_modules``), but for ``serve``, whose server runs
 #: an event loop.
 PRICE_UPDATER_IMPORTS = ("httpx2", "asyncio")
+#: Pydantic's setting of the plugins it loads. At its first model, pydantic looks for plugins (which observe an
+#: application's validation) in the entry points of every installed package: about 14 ms with a hundred packages.
+#: The command line's own process validates only trajgrade's graders file and genai-prices' price table, and sets
+#: it to load none, unless the environment sets it already; ``serve`` loads them as any application does.
+PYDANTIC_PLUGINS_SETTING = "PYDANTIC_DISABLE_PLUGINS"
 #: What the commands read, held until the command ends (see :func:`run`).
 _READ: list[object] = []
 
@@ -439,13 +444,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, *, ends_process: bool = False) -> int:
     """Run a command; its exit code. ``ends_process``: the process is the command's own and ends right after
-    (:func:`run`), so what the command read is not let go, and ``PRICE_UPDATER_IMPORTS`` are deferred."""
+    (:func:`run`), so what the command read is not let go, ``PRICE_UPDATER_IMPORTS`` are deferred and pydantic
+    loads no plugin (``PYDANTIC_PLUGINS_SETTING``)."""
     args = build_parser().parse_args(argv)
-    if ends_process and args.func is not cmd_serve and "genai_prices" not in sys.modules:
-        from trajgrade.doors.deferred_modules import defer
+    if ends_process and args.func is not cmd_serve:
+        os.environ.setdefault(PYDANTIC_PLUGINS_SETTING, "__all__")
+        if "genai_prices" not in sys.modules:
+            from trajgrade.doors.deferred_modules import defer
 
-        for name in PRICE_UPDATER_IMPORTS:
-            defer(name)
+            for name in PRICE_UPDATER_IMPORTS:
+                defer(name)
     nothing_frozen = not gc.get_freeze_count()
     try:
         return int(args.func(args))
