@@ -7,7 +7,9 @@ The load generator retries what is refused with 429, as a collector's retry queu
 - memory: the sidecar's RSS in the last fifth of the run against the second fifth (after warm-up): flat
   means within 1.25x;
 - accounting: every span the sidecar acknowledged reached the backend exactly once after the drain
-  (acknowledged = forwarded), and refused requests were all retried until taken (refused-with-retry).
+  (acknowledged = forwarded), and refused requests were all retried until taken (refused-with-retry). The
+  runs' results the sidecar sends as log events (``/v1/logs``, its default) are counted beside them: the log
+  records received, and how many runs they came for.
 
 The backend here is a small recording receiver in this process (the benchmark needs to switch it on and off).
 """
@@ -36,9 +38,12 @@ TRACES_PER_BODY = 2
 
 class Backend:
     def __init__(self) -> None:
+        from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
         self.span_ids: dict[bytes, int] = {}
+        self.log_records = 0
+        self.logged_traces: set[bytes] = set()
         self.failing = False
         self.refusals = 0
         lock = threading.Lock()
@@ -50,6 +55,17 @@ class Backend:
                 if backend.failing:
                     backend.refusals += 1
                     self.send_response(503)
+                    self.end_headers()
+                    return
+                if self.path.endswith("/v1/logs"):
+                    logs = ExportLogsServiceRequest()
+                    logs.ParseFromString(body)
+                    with lock:
+                        for rl in logs.resource_logs:
+                            for sl in rl.scope_logs:
+                                backend.log_records += len(sl.log_records)
+                                backend.logged_traces.update(r.trace_id for r in sl.log_records)
+                    self.send_response(200)
                     self.end_headers()
                     return
                 request = ExportTraceServiceRequest()
@@ -146,7 +162,8 @@ def figures() -> list[Figure]:
         ),
         Figure(
             f"  spans acknowledged {sent_spans}, forwarded {forwarded}, duplicates {duplicates}; "
-            f"requests refused with 429 and retried {refused}; backend refusals {backend.refusals}",
+            f"requests refused with 429 and retried {refused}; backend refusals {backend.refusals}; "
+            f"log events {backend.log_records}, for {len(backend.logged_traces)} of {accepted * TRACES_PER_BODY} runs",
             forwarded - sent_spans,
             "spans lost",
             "0",
