@@ -12,7 +12,7 @@ from typing import Any, Final
 from trajgrade.core.trajectory.call_texts import CallTexts
 from trajgrade.core.trajectory.model import Step
 
-__all__ = ["json_equal", "known", "longest_repetition", "same_call", "longest_repetitions", "unknown_count"]
+__all__ = ["json_equal", "known", "longest_repetition", "longest_repetitions", "same_call", "unknown_count"]
 
 
 def json_equal(a: Any, b: Any) -> bool:
