@@ -18,7 +18,7 @@ from typing import Any
 
 from trajgrade.core.running import RunReport
 from trajgrade.reports.dicts import jsonable
-from trajgrade.reports.junit import run_label
+from trajgrade.reports.labels import run_label
 
 __all__ = ["MAX_TEXT", "to_html"]
 

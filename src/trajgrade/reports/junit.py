@@ -14,8 +14,9 @@ from datetime import UTC, datetime
 
 from trajgrade.core.graders.base import GraderResult
 from trajgrade.core.running import RunReport
+from trajgrade.reports.labels import run_label
 
-__all__ = ["run_label", "to_junit"]
+__all__ = ["to_junit"]
 
 _XML_UNSAFE = dict.fromkeys(c for c in range(0x20) if c not in (0x09, 0x0A, 0x0D))
 
@@ -23,11 +24,6 @@ _XML_UNSAFE = dict.fromkeys(c for c in range(0x20) if c not in (0x09, 0x0A, 0x0D
 def _clean(text: str) -> str:
     """Text XML 1.0 can carry: control characters other than tab and newlines removed."""
     return text.translate(_XML_UNSAFE)
-
-
-def run_label(report: RunReport) -> str:
-    t = report.trajectory
-    return f"{t.agent_name or t.root_span_name} [{t.trace_id[:16]}]"
 
 
 def _body(result: GraderResult) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from trajgrade.core.running import RunReport
-from trajgrade.reports.junit import run_label
+from trajgrade.reports.labels import run_label
 
 __all__ = ["GITHUB_COMMENT_LIMIT", "to_markdown"]
 
