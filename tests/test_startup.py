@@ -62,7 +62,8 @@ DESCRIBING = ("jsonschema", "referencing")
 def _command(argv: list[str], then: str = "", env: dict[str, str] | None = None) -> dict[str, Any]:
     """What the command line's process (``main(..., ends_process=True)``, as ``run`` calls it) ran of each module
     in ``HEAVY`` and of genai-prices, its exit code, whether pydantic looked for plugins, and what ``then`` printed
-    (code run after it); ``env``: what the process's environment adds."""
+    (code run after it); ``env``: what the process's environment sets besides the test's own (which loses any
+    pydantic plugin setting)."""
     code = (
         "import io, json, sys\n"
         "from contextlib import redirect_stdout\n"
