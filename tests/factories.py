@@ -163,6 +163,15 @@ def run(
     return t
 
 
+def repeating_calls(arguments: tuple[str, ...], results: tuple[str, ...]) -> Any:
+    """A hypothesis strategy of runs for :func:`tool_steps`: up to 20 calls drawn from a few (tool ``a`` or ``b``,
+    argument text, result text), so that calls of equal text come again and again."""
+    from hypothesis import strategies as st
+
+    pool = st.tuples(st.sampled_from("ab"), st.sampled_from(arguments), st.sampled_from(results))
+    return st.lists(pool, min_size=1, max_size=4).flatmap(lambda calls: st.lists(st.sampled_from(calls), max_size=20))
+
+
 def tool_steps(calls: list[tuple[str, str, str]], *, parsed: bool = False) -> list[Step]:
     """Tool-call steps of (tool, argument text, result text): arguments and result parsed on first read by the
     parsers a span's text gets (so calls of equal text share their text's number in a grader's pass), or, with

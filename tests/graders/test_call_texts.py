@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from factories import tool_steps
+from factories import repeating_calls, tool_steps
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -65,9 +65,7 @@ def test_past_the_texts_kept_a_number_still_stands_for_one_tool_and_text() -> No
 
 _TEXTS = ('{"q": "a", "n": 1}', '{"n": 1, "q": "a"}', '{"q": "a", "n": NaN}', '{"q": "A"}', "not json")
 _RESULTS = ('{"r": 1}', '{"r": 1.0}', '{"r": NaN}')
-_RUNS = st.lists(
-    st.tuples(st.sampled_from("ab"), st.sampled_from(_TEXTS), st.sampled_from(_RESULTS)), min_size=1, max_size=4
-).flatmap(lambda calls: st.lists(st.sampled_from(calls), max_size=20))
+_RUNS = repeating_calls(_TEXTS, _RESULTS)
 
 
 @settings(max_examples=200, derandomize=True)

@@ -6,7 +6,7 @@ import json
 from dataclasses import replace
 
 import pytest
-from factories import llm, run, tool, tool_steps
+from factories import llm, repeating_calls, run, tool, tool_steps
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -293,9 +293,7 @@ _TEXTS = (
     '{"q": "\u00e9"}',  # the same string, escaped or not
     "not json",
 )
-_RUNS = st.lists(
-    st.tuples(st.sampled_from("ab"), st.sampled_from(_TEXTS), st.sampled_from(_TEXTS)), min_size=1, max_size=4
-).flatmap(lambda calls: st.lists(st.sampled_from(calls), max_size=20))
+_RUNS = repeating_calls(_TEXTS, _TEXTS)
 
 
 @settings(max_examples=300, derandomize=True)
