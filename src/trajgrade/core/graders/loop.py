@@ -27,10 +27,10 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
-from trajgrade.core.graders.loop_search import find_loops, flatten, result_key, similarity
+from trajgrade.core.graders.loop_search import LoopWatch, find_loops
 from trajgrade.core.graders.steps import any_arguments_captured, calls_named, tool_calls
 from trajgrade.core.graders.steps import span_ids as span_ids_of
-from trajgrade.core.graders.watch import ON_TOOL_CALLS, Gate, Repetitions, RunSoFar
+from trajgrade.core.graders.watch import ON_TOOL_CALLS, Gate
 from trajgrade.core.patterns import check_pattern, name_filter
 from trajgrade.core.running import grading_fact
 from trajgrade.core.trajectory.call_texts import call_texts
@@ -119,52 +119,20 @@ def _loop_found(
     )
 
 
-class _ResultKey:
-    """A call's result digest (``result_key``), made when the call is first found similar to another: most calls
-    are not, and their results are never parsed."""
-
-    __slots__ = ("_key", "_step")
-
-    def __init__(self, step: Step) -> None:
-        self._step: Step | None = step
-        self._key: bytes | None = None
-
-    def get(self) -> bytes | None:
-        if self._step is not None:
-            self._key = result_key(self._step)
-            self._step = None
-        return self._key
-
-
-#: A call as the loop grader compares it: tool name, argument leaves (None: not captured), digest of its result.
-_Call = tuple[str, dict[str, Any] | None, _ResultKey]
-
-
 def watch_loop(c: LoopConfig, name: str) -> Gate:
     """Fails on the call that makes a block repeat more than ``max_repeats`` times, each call similar to the one a
-    period before and its result not changed. A call whose arguments were not captured is similar to none."""
+    period before and its result not changed (``loop_search.LoopWatch``). A call whose arguments were not captured
+    is similar to none."""
 
-    def similar(a: _Call, b: _Call) -> bool:
-        if a[0] != b[0] or a[1] is None or b[1] is None or similarity(a[1], b[1]) < c.similarity_threshold:
-            return False
-        key_a, key_b = a[2].get(), b[2].get()
-        return key_a is None or key_b is None or key_a == key_b  # a changed result is progress
-
-    def check(run: RunSoFar, step: Step | None, repetitions: Repetitions) -> GraderResult | None:
-        assert step is not None and step.tool is not None
-        tool = step.tool
-        leaves = flatten(tool.arguments) if tool.arguments_captured else None
-        repeats, period = repetitions.add((tool.name, leaves, _ResultKey(step)), step)
-        if repeats <= c.max_repeats:
-            return None
-        block = repetitions.last(repeats * period)
+    def found(repeats: int, period: int, block: list[Step]) -> GraderResult:
         names = " -> ".join(s.tool.name for s in block[:period] if s.tool is not None)
         text = f"{names} repeated {repeats} times in a row (period {period}, max {c.max_repeats})"
         span_ids = [s.span_id for s in block]
-        found = {"tools": names, "period": period, "repeats": repeats, "span_ids": span_ids}
-        return _loop_found(name, c, repeats, [Evidence(text, tuple(span_ids))], [found])
+        details = {"tools": names, "period": period, "repeats": repeats, "span_ids": span_ids}
+        return _loop_found(name, c, repeats, [Evidence(text, tuple(span_ids))], [details])
 
-    return Gate(check, start=lambda: Repetitions(c.max_cycle_period, similar), on=ON_TOOL_CALLS, tools=c.tools)
+    watch = LoopWatch(c.similarity_threshold, c.max_repeats, c.max_cycle_period, found)
+    return Gate(watch.check, start=watch.start, on=ON_TOOL_CALLS, tools=c.tools)
 
 
 SPECS = (

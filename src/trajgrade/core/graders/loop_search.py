@@ -1,5 +1,6 @@
-"""How the ``loop`` grader finds repetitions: arguments flattened to leaves, their similarity, and the search
-for blocks of calls repeated back to back (the rules are in ``loop.py``'s docstring).
+"""How the ``loop`` grader finds repetitions: arguments flattened to leaves, their similarity, the search for
+blocks of calls repeated back to back, and the same followed call by call in flight (the rules are in
+``loop.py``'s docstring).
 
 This module has no pydantic model and no config: it is compiled with mypyc at install (``setup.py``), as
 it runs on every tool call of every run.
@@ -10,12 +11,15 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any, Final
 
+from trajgrade.core.graders.base import GraderResult
+from trajgrade.core.graders.watch import Repetitions, RunSoFar
 from trajgrade.core.trajectory.call_texts import CallTexts
 from trajgrade.core.trajectory.model import Step
 
-__all__ = ["Seen", "find_loops", "flatten", "result_key", "similarity"]
+__all__ = ["LoopWatch", "Seen", "find_loops", "flatten", "result_key", "similarity"]
 
 _MAX_LEAVES: Final = 256
 
@@ -340,3 +344,62 @@ def _is_shorter_cycle(calls: list[Step], start: int, period: int) -> bool:
     """A block of period p that is itself a repetition of a shorter period is reported at that period."""
     block = [(s.tool.name if s.tool else None, _arguments(s)) for s in calls[start : start + period]]
     return any(period % q == 0 and all(block[k] == block[k % q] for k in range(period)) for q in range(1, period))
+
+
+class _ResultKey:
+    """A call's result digest (``result_key``), made when the call is first found similar to another: most calls
+    are not, and their results are never parsed."""
+
+    def __init__(self, step: Step) -> None:
+        self._step: Step | None = step
+        self._key: bytes | None = None
+
+    def get(self) -> bytes | None:
+        if self._step is not None:
+            self._key = result_key(self._step)
+            self._step = None
+        return self._key
+
+
+#: A call as the in-flight check compares it: tool name, argument leaves (None: not captured), its result's digest.
+_Call = tuple[str, dict[str, Any] | None, _ResultKey]
+
+
+class LoopWatch:
+    """The ``loop`` grader checked in flight, call by call: each run follows its repetitions (``start``) and each
+    tool call is compared with the ``max_period`` calls before it (``check``); ``found(repeats, period, block)``
+    makes the failing result of a repetition past ``max_repeats``, ``block`` its latest calls."""
+
+    def __init__(
+        self,
+        threshold: float,
+        max_repeats: int,
+        max_period: int,
+        found: Callable[[int, int, list[Step]], GraderResult],
+    ) -> None:
+        self._threshold = threshold
+        self._max_repeats = max_repeats
+        self._max_period = max_period
+        self._found = found
+
+    def start(self) -> Repetitions:
+        return Repetitions(self._max_period, self.similar)
+
+    def similar(self, a: _Call, b: _Call) -> bool:
+        """The same tool, arguments similar enough, and the result not changed (a changed result is progress). A call
+        whose arguments were not captured is similar to none."""
+        leaves_a, leaves_b = a[1], b[1]
+        if a[0] != b[0] or leaves_a is None or leaves_b is None or similarity(leaves_a, leaves_b) < self._threshold:
+            return False
+        key_a, key_b = a[2].get(), b[2].get()
+        return key_a is None or key_b is None or key_a == key_b
+
+    def check(self, run: RunSoFar, step: Step | None, repetitions: Any) -> GraderResult | None:
+        assert step is not None and step.tool is not None
+        tool = step.tool
+        follow: Repetitions = repetitions
+        leaves = flatten(tool.arguments) if tool.arguments_captured else None
+        repeats, period = follow.add((tool.name, leaves, _ResultKey(step)), step)
+        if repeats <= self._max_repeats:
+            return None
+        return self._found(repeats, period, follow.last(repeats * period))
