@@ -26,6 +26,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor, ReadWriteLogRecord
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter
 from opentelemetry.sdk.resources import Resource
+from opentelemetry.util.types import AttributeValue
 
 from trajgrade.core import semconv as sc
 from trajgrade.core.collector import CollectedRun
@@ -182,17 +183,24 @@ class RunLogs:
             log_breach(breach, writer)
             writer.close()
 
-    def graded(self, run: CollectedRun[Any], report: RunReport | None, resource: Mapping[str, Any] | None) -> None:
+    def graded(
+        self,
+        run: CollectedRun[Any],
+        report: RunReport | None,
+        resource: Mapping[str, Any] | None,
+        made: Sequence[Mapping[str, AttributeValue]] | None = None,
+    ) -> None:
         """A graded run's results (none when it was not a run), each in the context of the span it evaluates;
         ``resource``: the attributes of the root's resource, when the root arrived (else those remembered for its
-        trace). The run is forgotten."""
+        trace); ``made``: the results' attributes when made already (``results_attributes``). The run is
+        forgotten."""
         with internal_errors("log event", self._on_error):
             with self._lock:
                 remembered = self._resources.pop(run.trace, None)
             if report is not None:
                 attributes = resource if resource is not None else remembered
                 writer = self._sink.writer(_resource(attributes, run.root.service_name))
-                log_records(report, run.root, writer)
+                log_records(report, run.root, writer, made)
                 writer.close()
 
     def flush(self, timeout_s: float = 10.0) -> bool:

@@ -32,10 +32,11 @@ from typing import Any
 
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk._logs.export import LogRecordExporter
+from opentelemetry.util.types import AttributeValue
 
 from trajgrade.core import semconv as sc
 from trajgrade.core.collector import RunCollector, is_own, is_root
-from trajgrade.core.emit import report_attributes, result_attributes
+from trajgrade.core.emit import report_attributes, results_attributes
 from trajgrade.core.grading import Grading
 from trajgrade.core.inflight import InFlightChecks
 from trajgrade.core.run_logs import RunLogs, emit_breaches
@@ -236,26 +237,28 @@ class RotelGrader:
         self._worker.run_due()
 
     def _finish(self, graded: list[Graded[Any]]) -> None:
-        _add_results(graded)
+        made = [results_attributes(report.results) if report is not None else None for _, report in graded]
+        _add_results(graded, made)
         if self._logs is not None:
-            for run, report in graded:
-                self._logs.graded(run, report, None)  # the resource remembered when its spans passed
+            for (run, report), attributes in zip(graded, made, strict=True):
+                self._logs.graded(run, report, None, attributes)  # the resource remembered when its spans passed
 
 
-def _add_results(graded: list[Graded[Any]]) -> None:
-    """A graded run's results as events and attributes of its root, when it is still passing."""
+def _add_results(graded: list[Graded[Any]], made: list[list[dict[str, AttributeValue]] | None]) -> None:
+    """A graded run's results as events and attributes of its root, when it is still passing; ``made``: each run's
+    results' attributes (``results_attributes``)."""
     from rotel_sdk.open_telemetry.trace.v1 import Event
 
-    for run, report in graded:
+    for (run, report), attributes in zip(graded, made, strict=True):
         span = run.payload
-        if span is None or report is None:
+        if span is None or report is None or attributes is None:
             continue
         when = run.root.end_unix_nano
-        for result in report.results:
+        for event_attributes in attributes:
             event = Event()
             event.name = sc.EVALUATION_RESULT_EVENT
             event.time_unix_nano = when
-            for key, value in result_attributes(result).items():
+            for key, value in event_attributes.items():
                 event.attributes.append(_key_value(key, value))
             span.events.append(event)
         for key, value in report_attributes(report).items():

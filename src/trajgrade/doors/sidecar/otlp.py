@@ -21,9 +21,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+from opentelemetry.util.types import AttributeValue
 
 from trajgrade.core import semconv as sc
-from trajgrade.core.emit import report_attributes, result_attributes
+from trajgrade.core.emit import report_attributes, results_attributes
 from trajgrade.core.running import RunReport
 from trajgrade.doors.sidecar._protowire import (
     MAX_MESSAGE_DEPTH,
@@ -186,11 +187,12 @@ def encode_response(media: str, rejected_spans: int = 0, message: str = "") -> t
     return response.SerializeToString(), PROTOBUF
 
 
-def result_fields(report: RunReport, when: int) -> bytes:
-    """A run's ``gen_ai.evaluation.result`` events and verdict attributes, encoded as span fields.
+def result_fields(report: RunReport, when: int, made: list[dict[str, AttributeValue]] | None = None) -> bytes:
+    """A run's ``gen_ai.evaluation.result`` events and verdict attributes, encoded as span fields; ``made``: the
+    results' attributes when made already (``results_attributes``).
 
     Appended to the bytes of the run's root span they add to it: concatenated protobuf messages merge, and
     repeated fields (``events``, ``attributes``) are appended. The root is never decoded and re-encoded.
     """
-    events = [result_attributes(result) for result in report.results]
+    events = results_attributes(report.results) if made is None else made
     return encode_result_fields(events, report_attributes(report), when, sc.EVALUATION_RESULT_EVENT)

@@ -43,6 +43,7 @@ from opentelemetry.metrics import MeterProvider, get_meter_provider
 from trajgrade.core import semconv as sc
 from trajgrade.core.collector import RunCollector, is_own, is_root
 from trajgrade.core.config import Config
+from trajgrade.core.emit import results_attributes
 from trajgrade.core.grading import Grading
 from trajgrade.core.inflight import Breach, InFlightChecks
 from trajgrade.core.internal_errors import internal_errors
@@ -293,14 +294,18 @@ class Pipeline:
         out: list[tuple[bytes, int]] = []
         for run, report in graded:
             h = run.payload
+            made = None  # the results' event attributes, made once for the root and the log events
+            if report is not None:
+                with internal_errors("sidecar emit", self._grading.count_internal_error):
+                    made = results_attributes(report.results)
             if self._logs is not None:
-                self._logs.graded(run, report, h.resource if h is not None else None)
+                self._logs.graded(run, report, h.resource if h is not None else None, made)
             if h is None:
                 continue  # its root never arrived: no span to carry the results
             extra = b""
             if report is not None:
                 with internal_errors("sidecar emit", self._grading.count_internal_error):
-                    extra = result_fields(report, run.root.end_unix_nano)
+                    extra = result_fields(report, run.root.end_unix_nano, made)
             out.append((h.request(extra), len(h.span)))
         for start in range(0, len(out), _ROOTS_PER_BATCH):
             chunk = out[start : start + _ROOTS_PER_BATCH]
