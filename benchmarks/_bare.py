@@ -60,6 +60,12 @@ class Forward:
             self._cond.notify()
         return True
 
+    def flush(self) -> None:
+        """Wait until every body queued so far has been sent."""
+        with self._cond:
+            while self._queued:
+                self._cond.wait(0.01)
+
     def _run(self) -> None:
         conn = http.client.HTTPConnection(self._host, self._port, timeout=30)
         while True:

@@ -17,6 +17,14 @@ assembly and forwarding, which ``bench_sidecar.py`` includes (and its bare recei
 times the bare receiver's rate, the sidecar's whole cost per span must stay within 1.25 times the bare figure.
 The stages are also summed by the thread of ``trajgrade serve`` that runs them (receiving, grading); the two
 share one interpreter lock.
+
+Then the whole of it, without HTTP: the sidecar's ``Pipeline`` (with its defaults: in-flight checks and log events
+on) takes the same requests (``submit`` after ``parse_protobuf``, as the receiver hands them over; new trace ids
+each round), grades every run on its own thread and forwards spans and log events to a rotel that drops them, and
+the bare receiver's work is ``read_every_attribute`` and its forward (``_bare.Forward``) to the same rotel. Both
+are measured in CPU time of the whole process (every thread), until everything is delivered, in shuffled rounds;
+the pipeline also with the in-flight checks off and with the log events off, each part's cost the difference.
+The process's collector and switch interval are tuned as ``trajgrade serve`` tunes its own.
 """
 
 from __future__ import annotations
@@ -24,19 +32,24 @@ from __future__ import annotations
 import gc
 import random
 import statistics
+import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from _bare import read_every_attribute
+from _bare import Forward, read_every_attribute
 from _common import Figure, print_table
-from bench_sidecar import CONFIG, SHAPES, fixture_templates, make_templates, with_new_trace_ids
+from bench_sidecar import CONFIG, SHAPES, fixture_templates, free_port, make_templates, rotel, stop, with_new_trace_ids
 
 from trajgrade import load_config
 from trajgrade.core.running import grade_run
 from trajgrade.core.trajectory import SpanRecord, build_trajectory, normalize
 from trajgrade.doors.sidecar._protowire import Span
 from trajgrade.doors.sidecar.otlp import parse_protobuf, result_fields
+from trajgrade.doors.sidecar.pipeline import Pipeline
+from trajgrade.doors.sidecar.server import _tune_interpreter as tune_interpreter
 
 ROUNDS = 7
 REQUESTS = 40
@@ -106,6 +119,55 @@ def stages(shape: str) -> dict[str, float]:
     }
 
 
+#: The pipelines timed whole: the sidecar's defaults, then each with one part off (that part's cost is the difference).
+PIPELINES = {  # (in_flight, log_events)
+    "whole": (True, True),
+    "without in-flight checks": (False, True),
+    "without log events": (True, False),
+}
+
+
+def whole(shape: str, sink: str) -> dict[str, float]:
+    """Median CPU microseconds per span of the bare receiver's whole work and of each pipeline (``PIPELINES``),
+    everything forwarded to ``sink``."""
+    config = load_config(CONFIG)
+    templates = make_templates(REQUESTS) if shape == "synthetic" else fixture_templates()
+    forward = Forward(sink)
+    pipelines = {
+        name: Pipeline(config, [sink], settle_s=0.0, in_flight=checks, log_events=events)
+        for name, (checks, events) in PIPELINES.items()
+    }
+    switch, thresholds = sys.getswitchinterval(), gc.get_threshold()
+    tune_interpreter()  # as trajgrade serve tunes its process
+    samples: dict[str, list[float]] = {name: [] for name in ["bare", *pipelines]}
+    order = list(samples)
+    try:
+        for round_ in range(ROUNDS):
+            random.shuffle(order)
+            for k, name in enumerate(order):
+                bodies = [with_new_trace_ids(t, round_ * 8 + k, i) for i, t in enumerate(templates)]
+                spans = sum(t[2] for t in templates)
+                t0 = time.process_time()
+                if name == "bare":
+                    for body in bodies:
+                        read_every_attribute(body)
+                        forward.put(body)
+                    forward.flush()
+                else:
+                    pipeline = pipelines[name]
+                    for body in bodies:
+                        pipeline.submit(parse_protobuf(body))
+                    pipeline.flush()
+                samples[name].append((time.process_time() - t0) / spans * 1e6)
+    finally:
+        for pipeline in pipelines.values():
+            pipeline.close()
+        sys.setswitchinterval(switch)
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
 def figures() -> list[Figure]:
     figs = []
     for shape, label in SHAPES.items():
@@ -116,6 +178,23 @@ def figures() -> list[Figure]:
         for side, names in SIDES.items():
             figs.append(Figure(f"  {side}", sum(s[n] for n in names), "us", "-", True, bare, "bare receiver"))
             figs += [Figure(f"    {n}", s[n], "us", "-", True, bare, "bare receiver") for n in names]
+    with tempfile.TemporaryDirectory() as tmp:
+        port = free_port()
+        sink = rotel(Path(tmp), port)
+        try:
+            for shape, label in SHAPES.items():
+                w = whole(shape, f"http://127.0.0.1:{port}")
+                bare, pipeline = w["bare"], w["whole"]
+                base = "bare receiver, forwarding"
+                figs.append(
+                    Figure(f"sidecar pipeline whole, CPU per span: {label}", pipeline, "us", "-", True, bare, base)
+                )
+                for name in PIPELINES:
+                    if name != "whole":
+                        part = name.removeprefix("without ")
+                        figs.append(Figure(f"  of which {part}", pipeline - w[name], "us", "-", True, bare, base))
+        finally:
+            stop(sink)
     return figs
 
 
