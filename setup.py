@@ -39,6 +39,7 @@ COMPILED = [
     "src/trajgrade/core/assembler.py",
     "src/trajgrade/core/spans.py",
     "src/trajgrade/core/semconv.py",
+    "src/trajgrade/doors/sidecar/records.py",
 ]
 #: Modules they import whose constants mypyc copies into the compiled code: a change to one rebuilds them too.
 INLINED = [

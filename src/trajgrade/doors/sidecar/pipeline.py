@@ -41,7 +41,7 @@ from typing import Any
 from opentelemetry.metrics import MeterProvider, get_meter_provider
 
 from trajgrade.core import semconv as sc
-from trajgrade.core.collector import RunCollector, is_own, is_root
+from trajgrade.core.collector import RunCollector
 from trajgrade.core.config import Config
 from trajgrade.core.emit import results_attributes
 from trajgrade.core.grading import Grading
@@ -49,12 +49,13 @@ from trajgrade.core.inflight import Breach, InFlightChecks
 from trajgrade.core.internal_errors import internal_errors
 from trajgrade.core.run_logs import RunLogs, emit_breaches
 from trajgrade.core.running import RunReport
-from trajgrade.core.trajectory.normalize import SpanRecord, normalize, share_strings
+from trajgrade.core.trajectory.normalize import SpanRecord, normalize
 from trajgrade.core.worker import Graded, GradingWorker
 from trajgrade.doors.sidecar._protowire import Span, read_span
 from trajgrade.doors.sidecar.forward import LOGS, Batch, Forwarder
 from trajgrade.doors.sidecar.log_wire import WireEvents
 from trajgrade.doors.sidecar.otlp import TraceRequest, result_fields
+from trajgrade.doors.sidecar.records import split_roots
 from trajgrade.doors.sidecar.wire import SpliceRequest
 from trajgrade.version import __version__
 
@@ -238,23 +239,8 @@ class Pipeline:
     def _split(self, request: TraceRequest) -> tuple[list[_Held], bytes, dict[str, Any]]:
         """Record every span; splice the roots out of the request's bytes (they wait for grading). Also the traces
         of the spans recorded, with their resource's attributes."""
-        roots: list[Span] = []
-        records: list[tuple[str, SpanRecord, int]] = []
-        traces: dict[str, Any] = {}
-        add = records.append
-        last: SpanRecord | None = None
-        for span in request.spans:
-            if is_own(span.scope_name):
-                continue  # trajgrade's own spans are forwarded, not graded
-            if not is_root(span.parent_span_id, span.parent_is_remote):
-                record = normalize(span, False)
-                if last is not None:  # the names of a request's runs repeat from one trace to the next too
-                    share_strings(record, last)
-                add((span.trace_id, record, span.size + _RECORD_OVERHEAD))
-                last = record
-                traces[span.trace_id] = span.resource_attributes
-            elif self._first_time(span):
-                roots.append(span)
+        records, roots, traces = split_roots(request.spans, _RECORD_OVERHEAD)
+        roots = [root for root in roots if self._first_time(root)]
         if self._logs is not None and traces:
             self._logs.remember(traces)
         self._collector.extend(records)
