@@ -24,6 +24,8 @@ its spans here, adapted to span records, and gets runs back, ready to grade. The
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import threading
 import time
 from collections import deque
@@ -127,10 +129,17 @@ class RunCollector(Generic[P]):
         )
         self.add = self._assembler.add  # a span that is not a root: the hot path, bound once
         self.extend = self._assembler.extend
-        # Guards _held (roots waiting for their settle time, by trace); held only to read or change it.
+        # Guards _held (roots waiting for their settle time, by trace) and the due times; held only to read or
+        # change them.
         self._lock = threading.Lock()
         self._held: dict[Hashable, list[_Held[P]]] = {}
         self._held_count = 0  # roots in _held: checked for every root, so counted rather than summed
+        # When each held trace is due (its latest root's settle time), and the same as a heap of (time, order, trace),
+        # so that finding what is due does not walk every held trace: an entry whose time is no longer its trace's
+        # (the trace was taken, or a later root came) is dropped when it comes up.
+        self._due: dict[Hashable, float] = {}
+        self._due_heap: list[tuple[float, int, Hashable]] = []
+        self._order = itertools.count()  # breaks ties in time without comparing traces
         self._last_expire = clock()
 
     def __len__(self) -> int:
@@ -178,6 +187,10 @@ class RunCollector(Generic[P]):
                 self._held_count += 1
                 ready_at = self._clock() + self.settle_s
                 self._held.setdefault(trace, []).append(_Held(make, payload, ready_at, partial))
+                due = self._due.get(trace)
+                if due is None or ready_at > due:
+                    self._due[trace] = ready_at
+                    heapq.heappush(self._due_heap, (ready_at, next(self._order), trace))
         if full:
             self._on_drop("queue_full")
             self.read_inbox()  # the trace's spans put so far are released with it
@@ -207,16 +220,24 @@ class RunCollector(Generic[P]):
     def next_due(self) -> float | None:
         """When the next held run is due (the clock's time), if one is held."""
         with self._lock:
-            return min((max(h.ready_at for h in hs) for hs in self._held.values()), default=None)
+            heap = self._due_heap
+            while heap and self._due.get(heap[0][2]) != heap[0][0]:
+                heapq.heappop(heap)
+            return heap[0][0] if heap else None
 
     def due(self, now: float | None = None) -> list[CollectedRun[P]]:
         """The runs whose roots' settle time has passed, then the runs of traces whose root never arrived within
         ``max_trace_age_s`` (checked at most once a second)."""
         now = self._clock() if now is None else now
         self.read_inbox()
+        taken: list[tuple[Hashable, list[_Held[P]]]] = []
         with self._lock:
-            ready = [t for t, hs in self._held.items() if all(h.ready_at <= now for h in hs)]
-            taken = [(t, self._held.pop(t)) for t in ready]
+            heap = self._due_heap
+            while heap and heap[0][0] <= now:
+                when, _, trace = heapq.heappop(heap)
+                if self._due.get(trace) == when:
+                    del self._due[trace]
+                    taken.append((trace, self._held.pop(trace)))
             self._held_count -= sum(len(held) for _, held in taken)
         runs = [run for trace, held in taken for run in self._guarded(self._held_runs, trace, held)]
         if now - self._last_expire >= 1.0:
@@ -231,6 +252,8 @@ class RunCollector(Generic[P]):
             taken = list(self._held.items())
             self._held.clear()
             self._held_count = 0
+            self._due.clear()
+            self._due_heap.clear()
         now = self._clock()
         runs = [run for trace, held in taken for run in self._guarded(self._held_runs, trace, held, now)]
         for trace, buffer in self._assembler.drain():
