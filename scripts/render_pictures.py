@@ -106,6 +106,28 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
             proc.wait()
 
 
+def start_browser(cmd: list[str]) -> subprocess.Popen[bytes]:
+    """Chromium in a process group of its own (:func:`stop_browser` ends every process of it)."""
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def stop_browser(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    """Stop Chromium and the processes it started (renderers, crash handler), which may still write to its profile
+    directory after the browser process has exited: once this returns, none of them is left."""
+    stop(proc, timeout)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.02)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # The metrics source: the demo agents graded live, exposed for Prometheus.
 
@@ -349,14 +371,14 @@ def screenshot_tab(python: Path, url: str, tab: str, out: Path, workdir: Path, s
     """Open ``url`` in headless Chromium, click the tab labelled ``tab``, screenshot (DevTools protocol)."""
     port = free_port()
     cmd = _chromium_with_devtools(workdir / "chrome-cdp-profile", size, port)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = start_browser(cmd)
     try:
         wait_http(f"http://127.0.0.1:{port}/json/version", proc, "chromium")
         out.parent.mkdir(parents=True, exist_ok=True)
         args = [str(port), url, str(out), tab, str(size[0]), str(size[1])]
         subprocess.run([str(python), "-c", CDP_SHOT, *args], check=True, timeout=120)
     finally:
-        stop(proc)
+        stop_browser(proc)
 
 
 class Page:
@@ -421,7 +443,7 @@ def browser_page(workdir: Path, size: tuple[int, int] = (1400, 900)) -> Iterator
 
     port = free_port()
     cmd = [*_chromium_with_devtools(workdir / "chrome-page-profile", size, port), "--allow-file-access-from-files"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = start_browser(cmd)
     try:
         wait_http(f"http://127.0.0.1:{port}/json/version", proc, "chromium")
         new_tab = urllib.request.Request(f"http://127.0.0.1:{port}/json/new?about:blank", method="PUT")
@@ -437,7 +459,7 @@ def browser_page(workdir: Path, size: tuple[int, int] = (1400, 900)) -> Iterator
                 page.call(f"{domain}.enable")
             yield page
     finally:
-        stop(proc)
+        stop_browser(proc)
 
 
 def render_report(out_dir: Path, workdir: Path) -> Path:
