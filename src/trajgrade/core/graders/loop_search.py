@@ -394,12 +394,11 @@ class LoopWatch:
         key_a, key_b = a[2].get(), b[2].get()
         return key_a is None or key_b is None or key_a == key_b
 
-    def check(self, run: RunSoFar, step: Step | None, repetitions: Any) -> GraderResult | None:
+    def check(self, run: RunSoFar, step: Step | None, repetitions: Repetitions) -> GraderResult | None:
         assert step is not None and step.tool is not None
         tool = step.tool
-        follow: Repetitions = repetitions
         leaves = flatten(tool.arguments) if tool.arguments_captured else None
-        repeats, period = follow.add((tool.name, leaves, _ResultKey(step)), step)
+        repeats, period = repetitions.add((tool.name, leaves, _ResultKey(step)), step)
         if repeats <= self._max_repeats:
             return None
-        return self._found(repeats, period, follow.last(repeats * period))
+        return self._found(repeats, period, repetitions.last(repeats * period))
