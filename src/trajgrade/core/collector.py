@@ -134,10 +134,9 @@ class RunCollector(Generic[P]):
         self._lock = threading.Lock()
         self._held: dict[Hashable, list[_Held[P]]] = {}
         self._held_count = 0  # roots in _held: checked for every root, so counted rather than summed
-        # When each held trace is due (its latest root's settle time), and the same as a heap of (time, order, trace),
-        # so that finding what is due does not walk every held trace: an entry whose time is no longer its trace's
-        # (the trace was taken, or a later root came) is dropped when it comes up.
-        self._due: dict[Hashable, float] = {}
+        # When the held traces are due (a trace's latest settle time among its roots), as a heap of (time, order,
+        # trace), so that finding what is due does not walk every held trace: an entry whose time is no longer its
+        # trace's (the trace was taken, or a later root came) is dropped when it comes up.
         self._due_heap: list[tuple[float, int, Hashable]] = []
         self._order = itertools.count()  # breaks ties in time without comparing traces
         self._last_expire = clock()
@@ -186,11 +185,10 @@ class RunCollector(Generic[P]):
             if not full:
                 self._held_count += 1
                 ready_at = self._clock() + self.settle_s
-                self._held.setdefault(trace, []).append(_Held(make, payload, ready_at, partial))
-                due = self._due.get(trace)
-                if due is None or ready_at > due:
-                    self._due[trace] = ready_at
+                held = self._held.setdefault(trace, [])
+                if not held or ready_at > _due_at(held):
                     heapq.heappush(self._due_heap, (ready_at, next(self._order), trace))
+                held.append(_Held(make, payload, ready_at, partial))
         if full:
             self._on_drop("queue_full")
             self.read_inbox()  # the trace's spans put so far are released with it
@@ -221,7 +219,7 @@ class RunCollector(Generic[P]):
         """When the next held run is due (the clock's time), if one is held."""
         with self._lock:
             heap = self._due_heap
-            while heap and self._due.get(heap[0][2]) != heap[0][0]:
+            while heap and not self._is_due_entry(*heap[0]):
                 heapq.heappop(heap)
             return heap[0][0] if heap else None
 
@@ -234,10 +232,9 @@ class RunCollector(Generic[P]):
         with self._lock:
             heap = self._due_heap
             while heap and heap[0][0] <= now:
-                when, _, trace = heapq.heappop(heap)
-                if self._due.get(trace) == when:
-                    del self._due[trace]
-                    taken.append((trace, self._held.pop(trace)))
+                entry = heapq.heappop(heap)
+                if self._is_due_entry(*entry):
+                    taken.append((entry[2], self._held.pop(entry[2])))
             self._held_count -= sum(len(held) for _, held in taken)
         runs = [run for trace, held in taken for run in self._guarded(self._held_runs, trace, held)]
         if now - self._last_expire >= 1.0:
@@ -252,7 +249,6 @@ class RunCollector(Generic[P]):
             taken = list(self._held.items())
             self._held.clear()
             self._held_count = 0
-            self._due.clear()
             self._due_heap.clear()
         now = self._clock()
         runs = [run for trace, held in taken for run in self._guarded(self._held_runs, trace, held, now)]
@@ -262,6 +258,11 @@ class RunCollector(Generic[P]):
         return runs
 
     # --- internals --------------------------------------------------------------------------------------------
+    def _is_due_entry(self, when: float, order: int, trace: Hashable) -> bool:
+        """Whether a heap entry is its trace's due time (the trace is held, and no later root came); under the lock."""
+        held = self._held.get(trace)
+        return held is not None and _due_at(held) == when
+
     def _guarded(self, make: Callable[..., list[X]], *args: Any) -> list[X]:
         """What ``make`` gives for one trace; when it fails (a span that cannot be read), that trace's runs (or
         checks) only are lost, logged and counted."""
@@ -309,6 +310,11 @@ class RunCollector(Generic[P]):
         else:
             why = ROOT_NEVER_ARRIVED
         return [CollectedRun(trace, root, rest, True, (*_dropped_note(dropped), why), None)]
+
+
+def _due_at(held: list[_Held[Any]]) -> float:
+    """When a trace's held roots are all settled."""
+    return max(h.ready_at for h in held)
 
 
 def _dropped_note(dropped: int) -> tuple[str, ...]:
