@@ -32,7 +32,7 @@ lint: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python examples/demo_agent.py
 
-bench: $(STAMP)
+bench: $(STAMP) system-deps
 	$(BIN)/python benchmarks/run_all.py
 
 # The sidecar's C reader built with AddressSanitizer and UBSan, fed mutations of every fixture for FUZZ_SECONDS;
