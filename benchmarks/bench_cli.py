@@ -77,9 +77,9 @@ def figures() -> list[Figure]:
             _run(_grade(path, report))  # the file system's caches warm
         (version, version_cpu), (tiny, tiny_cpu), (small, small_cpu) = _medians(
             [[str(TRAJGRADE), "--version"], _grade(files[TINY_STEPS], report), _grade(files[SMALL_STEPS], report)],
-            repeat=11,
+            repeat=21,
         )
-        ((large, large_cpu),) = _medians([_grade(files[LARGE_STEPS], report)], repeat=3)
+        ((large, large_cpu),) = _medians([_grade(files[LARGE_STEPS], report)], repeat=5)
         sizes = {n: p.stat().st_size / 2**20 for n, p in files.items()}
     start_up = "trajgrade grade, 1 step"
     beyond = (small - tiny) * 1000
