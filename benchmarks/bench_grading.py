@@ -33,7 +33,7 @@ from trajgrade.core.running import grade_run
 
 CONFIG = ROOT / "benchmarks" / "every_grader.yaml"
 SIZES = (1_000, 10_000, 100_000)
-ROUNDS = 7
+ROUNDS = 11
 MAX_CALLS = 20
 TARGET_MS = 3.0
 GROWTH = 110
