@@ -113,6 +113,26 @@ def test_commands_run_only_the_libraries_they_use(
     assert needed <= ran
 
 
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_trajectory_loads_no_grader(fmt: str) -> None:
+    """``trajgrade trajectory`` reads and rebuilds runs: the graders, their config and the in-flight checks stay
+    unloaded (the run collector is handed its checks by a door that has them)."""
+    code = (
+        "import io, json, sys\n"
+        "from contextlib import redirect_stdout\n"
+        "from trajgrade.doors.cli import main\n"
+        "with redirect_stdout(io.StringIO()) as out:\n"
+        f"    exit_code = main(['trajectory', '--format', {fmt!r}, {str(PRICED_RUN)!r}], ends_process=True)\n"
+        "sys.stderr.write(json.dumps([exit_code, len(out.getvalue()), list(sys.modules)]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    exit_code, printed, modules = json.loads(done.stderr.splitlines()[-1])
+    assert exit_code == 0 and printed > 0
+    grading = ("trajgrade.core.graders", "trajgrade.core.config", "trajgrade.core.inflight", "trajgrade.core.running")
+    assert [m for m in modules if m.startswith(grading)] == []
+    assert "trajgrade.core.collector" in modules  # the runs were read as every door reads them
+
+
 @pytest.mark.parametrize(("setting", "sought"), [(None, False), ("some_plugin", True)])
 def test_pydantic_looks_for_no_plugins_unless_the_environment_says(
     tmp_path: Path, setting: str | None, sought: bool

@@ -31,16 +31,18 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from trajgrade.core.assembler import Assembler, TraceBuffer
-from trajgrade.core.inflight import Breach, InFlightChecks
 from trajgrade.core.internal_errors import UnreadableSpan, report_internal_error
 from trajgrade.core.spans import is_own, is_root
 from trajgrade.core.trajectory.build import build_trajectory, is_run, root_of
 from trajgrade.core.trajectory.cost import Price
 from trajgrade.core.trajectory.model import Trajectory
 from trajgrade.core.trajectory.normalize import SpanRecord
+
+if TYPE_CHECKING:  # a door that checks runs in flight brings its checks; reading files needs none (nor the graders)
+    from trajgrade.core.inflight import Breach, InFlightChecks
 
 __all__ = ["CollectedRun", "RunCollector", "UnreadableSpan", "is_own", "is_root"]
 

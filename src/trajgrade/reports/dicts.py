@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from trajgrade.core.graders.base import GraderResult
 from trajgrade.core.trajectory.model import Step, Trajectory, Usage
 
 if TYPE_CHECKING:
+    from trajgrade.core.graders.base import GraderResult
     from trajgrade.core.running import RunReport
 
 __all__ = ["jsonable", "report_to_dict", "result_to_dict", "trajectory_to_dict"]

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
-from trajgrade.core.running import RunReport
 from trajgrade.core.trajectory.model import Trajectory
+
+if TYPE_CHECKING:
+    from trajgrade.core.running import RunReport
 
 __all__ = ["print_catalogue", "print_reports", "print_trajectories"]
 
