@@ -211,6 +211,6 @@ def test_calls_of_equal_text_are_found_in_loops_as_when_each_is_compared_alone(
 def test_a_nan_parsed_from_equal_text_is_still_no_equal_leaf() -> None:
     nan = tool_steps([("search", '{"q": "a", "n": NaN}', "same")] * 3)
     assert find_loops(nan, 1, 1.0, 1) == []
-    assert find_loops(nan, 1, 0.5, 1) == [(0, 3, 1, [0.5, 0.5])]
+    assert find_loops(nan, 1, 0.5, 1) == [(0, 3, 1, (0.5, 0.5))]
     reordered = tool_steps([("search", t, "same") for t in ('{"q": "a", "n": 1}', '{"n": 1.0, "q": " A"}') * 2])
-    assert find_loops(reordered, 1, 1.0, 1) == [(0, 4, 1, [1.0, 1.0, 1.0])]
+    assert find_loops(reordered, 1, 1.0, 1) == [(0, 4, 1, (1.0, 1.0, 1.0))]

@@ -96,8 +96,8 @@ def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
                 "tools": names,
                 "period": period,
                 "repeats": repeats,
-                "span_ids": list(span_ids),
-                "similarities": [rounded[s] for s in sims],
+                "span_ids": span_ids,  # the evidence's own tuple: tuples of strings and numbers are soon untracked
+                "similarities": tuple([rounded[s] for s in sims]),
             }
         )
     return _loop_found(name, c, longest, evidence, details)
@@ -127,9 +127,9 @@ def watch_loop(c: LoopConfig, name: str) -> Gate:
     def found(repeats: int, period: int, block: list[Step]) -> GraderResult:
         names = " -> ".join(s.tool.name for s in block[:period] if s.tool is not None)
         text = f"{names} repeated {repeats} times in a row (period {period}, max {c.max_repeats})"
-        span_ids = [s.span_id for s in block]
+        span_ids = tuple([s.span_id for s in block])
         details = {"tools": names, "period": period, "repeats": repeats, "span_ids": span_ids}
-        return _loop_found(name, c, repeats, [Evidence(text, tuple(span_ids))], [details])
+        return _loop_found(name, c, repeats, [Evidence(text, span_ids)], [details])
 
     watch = LoopWatch(c.similarity_threshold, c.max_repeats, c.max_cycle_period, found)
     return Gate(watch.check, start=watch.start, on=ON_TOOL_CALLS, tools=c.tools)

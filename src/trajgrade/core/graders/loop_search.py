@@ -300,7 +300,7 @@ def _similarities(calls: list[Step], threshold: float, max_period: int, texts: C
 
 def find_loops(
     calls: list[Step], max_repeats: int, threshold: float, max_period: int, texts: CallTexts | None = None
-) -> list[tuple[int, int, int, list[float]]]:
+) -> list[tuple[int, int, int, tuple[float, ...]]]:
     """(start, end, period, similarities) of every repetition longer than max_repeats, longest first.
 
     One pass compares each call with each of the ``max_period`` calls before it (``_similarities``), the calls of
@@ -309,7 +309,9 @@ def find_loops(
     """
     n = len(calls)
     similar = _similarities(calls, threshold, max_period, texts if texts is not None else CallTexts(calls))
-    found: list[tuple[int, int, int, list[float]]] = []
+    # Tuples of numbers: what the garbage collector stops tracking at its first look (a long run's thousands of
+    # loops would be walked by every collection while they are graded).
+    found: list[tuple[int, int, int, tuple[float, ...]]] = []
     for period in range(1, max_period + 1):
         row = similar[period]
         i = period
@@ -321,10 +323,10 @@ def find_loops(
             matched = j - i
             repeats = (matched + period) // period  # whole blocks, the first included
             if repeats > max_repeats and (period == 1 or not _is_shorter_cycle(calls, start, period)):
-                found.append((start, start + repeats * period, period, row[i : start + repeats * period]))
+                found.append((start, start + repeats * period, period, tuple(row[i : start + repeats * period])))
             i = max(j, i + 1) if matched else i + 1
     found.sort(key=lambda f: (-(f[1] - f[0]), f[0]))
-    kept: list[tuple[int, int, int, list[float]]] = []
+    kept: list[tuple[int, int, int, tuple[float, ...]]] = []
     # The kept spans, by start: none holds another (each is kept only when no longer or equal one holds it), so
     # their ends rise with their starts, and the one starting last at or before a span is the only one that can
     # hold it.
