@@ -210,6 +210,54 @@ def test_a_grader_listed_again_with_the_same_options_runs_once_per_grading() -> 
     assert calls == ["top", "top", "top", "inner"]
 
 
+class _Probe:
+    """An option value that counts how often it is compared."""
+
+    compared: list[tuple[int, int]] = []
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __eq__(self, other: object) -> bool:
+        _Probe.compared.append((self.n, getattr(other, "n", -1)))
+        return isinstance(other, _Probe) and other.n == self.n
+
+    def __hash__(self) -> int:
+        return hash(self.n)
+
+
+class _ProbedOptions(GraderConfig):
+    probe: _Probe
+    arguments: dict[str, int] | None = None  # given: options that cannot be hashed
+
+
+def test_graders_of_one_type_are_matched_by_their_options_hash_not_against_each_other() -> None:
+    """Many graders of one type (a count per tool): each is looked up among the earlier graders with options of
+    its hash, so a grading compares no options of distinct graders; equal options still run once, hashable or
+    not."""
+    calls: list[str] = []
+
+    def counted(_t: Trajectory, _c: GraderConfig, name: str) -> GraderResult:
+        calls.append(name)
+        return GraderResult(name=name, type="probed", status="pass", score=1.0, explanation="")
+
+    spec = GraderSpec("probed", _ProbedOptions, counted, "a grader made for a test")
+
+    def grader(name: str, n: int, arguments: dict[str, int] | None = None) -> Grader:
+        options = _ProbedOptions(probe=_Probe(n), arguments=arguments)
+        return Grader(name=name, type="probed", weight=1.0, spec=spec, options=options)
+
+    distinct = [grader(f"g{n}", n) for n in range(30)]
+    again = grader("again", 7)  # equal to g7's options, another object
+    unhashable = [grader("u1", 1, {"a": 1}), grader("u2", 1, {"a": 1}), grader("u3", 2, {"a": 1})]
+    config = Config(suites=(Suite(name="s", graders=(*distinct, again, *unhashable)),))
+    _Probe.compared.clear()
+    report = grade_run(config, T)
+    assert calls == [f"g{n}" for n in range(30)] + ["u1", "u3"]
+    assert [r.name for r in report.results] == [f"g{n}" for n in range(30)] + ["again", "u1", "u2", "u3"]
+    assert _Probe.compared == [(7, 7), (1, 1), (1, 2)]  # g7 against "again"; u1 against u2 and u3
+
+
 def test_a_result_renamed_is_the_same_result_under_the_other_name() -> None:
     """A grader listed again gets the earlier result under its own name: every other field is the earlier one's."""
     evidence = (Evidence("why", ("00000000000000a1",)),)

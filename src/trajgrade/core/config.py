@@ -27,6 +27,16 @@ class Grader:
     spec: GraderSpec
     options: GraderConfig
     enforce: bool = False
+    #: Graders of the same type with equal options have the same key (their type and their options' hash, or the
+    #: type alone for options that cannot be hashed): a grading looks among those alone for one it ran already.
+    same_as: tuple[str, int] | str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        try:
+            same_as: tuple[str, int] | str = (self.spec.type, hash(self.options))
+        except Exception:  # options holding a dict or a list (a schema, arguments to match)
+            same_as = self.spec.type
+        object.__setattr__(self, "same_as", same_as)
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,8 +58,8 @@ class RunReport:
     score: float
 
 
-#: The graders run so far in one grading, by type: (spec, options, result).
-_Done = dict[str, list[tuple[GraderSpec, GraderConfig, GraderResult]]]
+#: The graders run so far in one grading, by ``Grader.same_as``: (spec, options, result).
+_Done = dict[tuple[str, int] | str, list[tuple[GraderSpec, GraderConfig, GraderResult]]]
 
 
 class _Running(threading.local):
@@ -115,15 +115,15 @@ def run_grader(grader: Grader, trajectory: Trajectory, timeout_s: float = DEFAUL
 def _run_once(grader: Grader, trajectory: Trajectory, timeout_s: float, done: _Done) -> GraderResult:
     """``grader``'s result, or the result of a grader of the same type and options already run (``done``)."""
     spec, options = grader.spec, grader.options
-    same_type = done.get(spec.type)
-    if same_type is None:
-        same_type = done[spec.type] = []
+    alike = done.get(grader.same_as)
+    if alike is None:
+        alike = done[grader.same_as] = []
     else:
-        for other_spec, other_options, earlier in same_type:
+        for other_spec, other_options, earlier in alike:
             if other_spec is spec and (other_options is options or other_options == options):
                 return earlier if earlier.name == grader.name else earlier.renamed(grader.name)
     result = _run(grader, trajectory, timeout_s)
-    same_type.append((spec, options, result))
+    alike.append((spec, options, result))
     return result
 
 
