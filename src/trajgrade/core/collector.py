@@ -221,7 +221,7 @@ class RunCollector(Generic[P]):
         """When the next held run is due (the clock's time), if one is held."""
         with self._lock:
             heap = self._due_heap
-            while heap and not self._is_due_entry(*heap[0]):
+            while heap and not self._is_due_entry(heap[0]):
                 heapq.heappop(heap)
             return heap[0][0] if heap else None
 
@@ -235,7 +235,7 @@ class RunCollector(Generic[P]):
             heap = self._due_heap
             while heap and heap[0][0] <= now:
                 entry = heapq.heappop(heap)
-                if self._is_due_entry(*entry):
+                if self._is_due_entry(entry):
                     taken.append((entry[2], self._held.pop(entry[2])))
             self._held_count -= sum(len(held) for _, held in taken)
         runs = [run for trace, held in taken for run in self._guarded(self._held_runs, trace, held)]
@@ -260,10 +260,11 @@ class RunCollector(Generic[P]):
         return runs
 
     # --- internals --------------------------------------------------------------------------------------------
-    def _is_due_entry(self, when: float, order: int, trace: Hashable) -> bool:
-        """Whether a heap entry is its trace's due time (the trace is held, and no later root came); under the lock."""
-        held = self._held.get(trace)
-        return held is not None and _due_at(held) == when
+    def _is_due_entry(self, entry: tuple[float, int, Hashable]) -> bool:
+        """Whether a heap entry (time, order, trace) is its trace's due time (the trace is held, and no later root
+        came); under the lock."""
+        held = self._held.get(entry[2])
+        return held is not None and _due_at(held) == entry[0]
 
     def _guarded(self, make: Callable[..., list[X]], *args: Any) -> list[X]:
         """What ``make`` gives for one trace; when it fails (a span that cannot be read), that trace's runs (or
