@@ -76,18 +76,22 @@ def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
     evidence: list[Evidence] = []
     details: list[dict[str, Any]] = []
     longest = 0
+    # A run's loops mostly repeat the same few similarities: each list written once, shown and rounded.
+    written: dict[tuple[float, ...], tuple[str, tuple[float, ...]]] = {}
     for start, end, period, sims in loops:
         block = calls[start:end]
         repeats = (end - start) // period
         longest = max(longest, repeats)
-        names = " -> ".join(s.tool.name for s in block[:period] if s.tool is not None)
-        distinct = set(sims)  # a loop's similarities are mostly the same few values: each written once
-        shown, rounded = {s: f"{s:.2f}" for s in distinct}, {s: round(s, 4) for s in distinct}
+        names = " -> ".join([s.tool.name for s in block[:period] if s.tool is not None])
+        shown_rounded = written.get(sims)
+        if shown_rounded is None:
+            shown_rounded = written[sims] = (", ".join([f"{s:.2f}" for s in sims]), tuple([round(s, 4) for s in sims]))
+        shown, rounded = shown_rounded
         span_ids = span_ids_of(block)
         evidence.append(
             Evidence(
                 f"{names} repeated {repeats} times in a row (period {period}, max {c.max_repeats}); "
-                f"similarity to the call a period before: [{', '.join([shown[s] for s in sims])}]",
+                f"similarity to the call a period before: [{shown}]",
                 span_ids,
             )
         )
@@ -97,7 +101,7 @@ def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
                 "period": period,
                 "repeats": repeats,
                 "span_ids": span_ids,  # the evidence's own tuple: tuples of strings and numbers are soon untracked
-                "similarities": tuple([rounded[s] for s in sims]),
+                "similarities": rounded,
             }
         )
     return _loop_found(name, c, longest, evidence, details)

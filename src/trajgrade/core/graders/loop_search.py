@@ -310,8 +310,10 @@ def find_loops(
     n = len(calls)
     similar = _similarities(calls, threshold, max_period, texts if texts is not None else CallTexts(calls))
     # Tuples of numbers: what the garbage collector stops tracking at its first look (a long run's thousands of
-    # loops would be walked by every collection while they are graded).
+    # loops would be walked by every collection while they are graded). A run's loops mostly repeat the same few
+    # similarities: each tuple of them is kept once.
     found: list[tuple[int, int, int, tuple[float, ...]]] = []
+    shared: dict[tuple[float, ...], tuple[float, ...]] = {}
     for period in range(1, max_period + 1):
         row = similar[period]
         i = period
@@ -323,7 +325,8 @@ def find_loops(
             matched = j - i
             repeats = (matched + period) // period  # whole blocks, the first included
             if repeats > max_repeats and (period == 1 or not _is_shorter_cycle(calls, start, period)):
-                found.append((start, start + repeats * period, period, tuple(row[i : start + repeats * period])))
+                sims = tuple(row[i : start + repeats * period])
+                found.append((start, start + repeats * period, period, shared.setdefault(sims, sims)))
             i = max(j, i + 1) if matched else i + 1
     found.sort(key=lambda f: (-(f[1] - f[0]), f[0]))
     kept: list[tuple[int, int, int, tuple[float, ...]]] = []
