@@ -76,7 +76,7 @@ def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
     evidence: list[Evidence] = []
     details: list[dict[str, Any]] = []
     longest = 0
-    # A run's loops mostly repeat the same few similarities: each list written once, shown and rounded.
+    # A run's loops mostly repeat the same few similarities: each list written once (``_written``).
     written: dict[tuple[float, ...], tuple[str, tuple[float, ...]]] = {}
     for start, end, period, sims in loops:
         block = calls[start:end]
@@ -85,7 +85,7 @@ def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
         names = " -> ".join([s.tool.name for s in block[:period] if s.tool is not None])
         shown_rounded = written.get(sims)
         if shown_rounded is None:
-            shown_rounded = written[sims] = (", ".join([f"{s:.2f}" for s in sims]), tuple([round(s, 4) for s in sims]))
+            shown_rounded = written[sims] = _written(sims)
         shown, rounded = shown_rounded
         span_ids = span_ids_of(block)
         evidence.append(
@@ -105,6 +105,13 @@ def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
             }
         )
     return _loop_found(name, c, longest, evidence, details)
+
+
+def _written(sims: tuple[float, ...]) -> tuple[str, tuple[float, ...]]:
+    """A loop's similarities shown (two decimals) and rounded (four); the same few values mostly, each written once."""
+    distinct = set(sims)
+    shown, rounded = {s: f"{s:.2f}" for s in distinct}, {s: round(s, 4) for s in distinct}
+    return ", ".join([shown[s] for s in sims]), tuple([rounded[s] for s in sims])
 
 
 def _loop_found(
