@@ -13,11 +13,11 @@ Start-up is the command's own fixed cost: ``trajgrade grade`` with the same grad
 writing a report of one step). The runs of the one-step file and of the 1,000-step file alternate, so that
 other work on the machine weighs on both alike.
 
-Targets: the 1,000-step file within 30 ms beyond start-up (the median over the rounds of its grade's time minus
-the one-step grade's time just before it), the 100,000-step file under 2 s in all, in wall time. Start-up itself
-is reported beside ``trajgrade --version`` (which imports nothing), without a target. The same figures in CPU
-time (user and system, from the children's resource usage) follow, without targets: on a machine shared with
-other work they move less.
+Targets: the 1,000-step file within 30 ms beyond start-up (median of its grade minus median of the one-step
+grade), the 100,000-step file under 2 s in all, in wall time. Start-up itself is reported beside
+``trajgrade --version`` (which imports nothing), without a target. The same figures in CPU time (user and
+system, from the children's resource usage) follow, without targets: on a machine shared with other work they
+move less.
 """
 
 from __future__ import annotations
@@ -53,24 +53,13 @@ def _run(cmd: list[str]) -> tuple[float, float]:
     return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
-def _in_turn(cmds: list[list[str]], repeat: int) -> list[list[tuple[float, float]]]:
-    """Wall and CPU seconds of each command in each of ``repeat`` rounds, the commands run in turn."""
+def _medians(cmds: list[list[str]], repeat: int) -> list[tuple[float, float]]:
+    """Median wall and CPU seconds of each command, the commands run in turn ``repeat`` times."""
     samples: list[list[tuple[float, float]]] = [[] for _ in cmds]
     for _ in range(repeat):
         for cmd, out in zip(cmds, samples, strict=True):
             out.append(_run(cmd))
-    return samples
-
-
-def _median(samples: list[tuple[float, float]]) -> tuple[float, float]:
-    """Median wall and CPU seconds."""
-    return statistics.median(w for w, _ in samples), statistics.median(c for _, c in samples)
-
-
-def _median_difference(more: list[tuple[float, float]], less: list[tuple[float, float]]) -> tuple[float, float]:
-    """Median over the rounds of each round's difference, wall and CPU seconds."""
-    pairs = list(zip(more, less, strict=True))
-    return statistics.median(m[0] - n[0] for m, n in pairs), statistics.median(m[1] - n[1] for m, n in pairs)
+    return [(statistics.median(w for w, _ in s), statistics.median(c for _, c in s)) for s in samples]
 
 
 def _grade(path: Path, out: Path) -> list[str]:
@@ -86,18 +75,14 @@ def figures() -> list[Figure]:
         report = Path(tmp) / "report.md"
         for path in files.values():
             _run(_grade(path, report))  # the file system's caches warm
-        version_runs, tiny_runs, small_runs = _in_turn(
+        (version, version_cpu), (tiny, tiny_cpu), (small, small_cpu) = _medians(
             [[str(TRAJGRADE), "--version"], _grade(files[TINY_STEPS], report), _grade(files[SMALL_STEPS], report)],
             repeat=21,
         )
-        (large_runs,) = _in_turn([_grade(files[LARGE_STEPS], report)], repeat=5)
-        (version, version_cpu), (tiny, tiny_cpu), (large, large_cpu) = map(
-            _median, (version_runs, tiny_runs, large_runs)
-        )
-        beyond_s, beyond_cpu = _median_difference(small_runs, tiny_runs)
+        ((large, large_cpu),) = _medians([_grade(files[LARGE_STEPS], report)], repeat=5)
         sizes = {n: p.stat().st_size / 2**20 for n, p in files.items()}
     start_up = "trajgrade grade, 1 step"
-    beyond = beyond_s * 1000
+    beyond = (small - tiny) * 1000
     return [
         Figure(
             f"trajgrade grade, {SMALL_STEPS:,} steps ({sizes[SMALL_STEPS]:.1f} MiB), beyond start-up",
@@ -123,7 +108,7 @@ def figures() -> list[Figure]:
         # the same in CPU time (user and system), which other work on the machine changes less
         Figure(
             f"  CPU beyond start-up ({SMALL_STEPS:,} steps)",
-            beyond_cpu * 1000,
+            (small_cpu - tiny_cpu) * 1000,
             "ms",
             "-",
             True,
