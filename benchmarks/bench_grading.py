@@ -11,9 +11,8 @@ Two shapes of run, each at every size:
 Targets: 1,000 realistic steps in at most 3 ms; time growing linearly, 100,000 steps within 110x of 1,000, on
 both shapes (no grader quadratic on its worst input). The trajectory is built once per size; the figure is
 grading only (every grader, suite aggregation), which is what runs on the worker thread after the rebuild. The
-sizes of a shape are timed in turn, round after round, and the growth is the median over the rounds of each
-round's ratio: a ratio of figures taken side by side, as the machine's speed moves from one round to the next.
-The baseline, in the same run, is one pass over the steps reading each tool call's arguments (the floor of
+sizes of a shape are timed in turn, round after round, so that the growth is a ratio of figures taken side by
+side. The baseline, in the same run, is one pass over the steps reading each tool call's arguments (the floor of
 looking at every step at all).
 """
 
@@ -40,8 +39,8 @@ TARGET_MS = 3.0
 GROWTH = 110
 
 
-def _interleaved(grade: dict[int, Callable[[], Any]]) -> dict[int, list[float]]:
-    """Seconds of each size's grading in each of ``ROUNDS`` rounds, each round timing every size in turn (the
+def _interleaved(grade: dict[int, Callable[[], Any]]) -> dict[int, float]:
+    """Median seconds of each size's grading over ``ROUNDS`` rounds, each round timing every size in turn (the
     smaller ones over as many gradings as make 100,000 steps, at most ``MAX_CALLS``), so that the machine's drift
     from one moment to the next weighs on every size alike. Each run is graded once first: a trajectory parses its
     tool arguments when a grader first reads them."""
@@ -56,7 +55,7 @@ def _interleaved(grade: dict[int, Callable[[], Any]]) -> dict[int, list[float]]:
             for _ in range(number):
                 fn()
             samples[steps].append((time.perf_counter() - t0) / number)
-    return samples
+    return {steps: statistics.median(s) for steps, s in samples.items()}
 
 
 def figures() -> list[Figure]:
@@ -68,8 +67,7 @@ def figures() -> list[Figure]:
     out: list[Figure] = []
     for shape in ("realistic", "loops"):
         runs = {steps: synthetic_run(steps, looping=shape == "loops") for steps in SIZES}
-        samples = _interleaved({steps: (lambda run=run: grade_run(config, run)) for steps, run in runs.items()})
-        times = {steps: statistics.median(s) for steps, s in samples.items()}
+        times = _interleaved({steps: (lambda run=run: grade_run(config, run)) for steps, run in runs.items()})
         for steps, run in runs.items():
             floor = median_time(
                 lambda run=run: sum(1 for s in run.steps if s.tool is not None and s.tool.arguments),
@@ -89,9 +87,7 @@ def figures() -> list[Figure]:
             )
         del runs
         gc.collect()
-        growth = statistics.median(
-            big / small for big, small in zip(samples[SIZES[-1]], samples[SIZES[0]], strict=True)
-        )
+        growth = times[SIZES[-1]] / times[SIZES[0]]
         out.append(
             Figure(f"  growth ({shape}): 100,000 steps / 1,000 steps", growth, "x", f"<= {GROWTH}x", growth <= GROWTH)
         )
