@@ -82,19 +82,13 @@ def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
         block = calls[start:end]
         repeats = (end - start) // period
         longest = max(longest, repeats)
-        names = " -> ".join([s.tool.name for s in block[:period] if s.tool is not None])
+        names, text = _described(block, repeats, period, c.max_repeats)
         shown_rounded = written.get(sims)
         if shown_rounded is None:
             shown_rounded = written[sims] = _written(sims)
         shown, rounded = shown_rounded
         span_ids = span_ids_of(block)
-        evidence.append(
-            Evidence(
-                f"{names} repeated {repeats} times in a row (period {period}, max {c.max_repeats}); "
-                f"similarity to the call a period before: [{shown}]",
-                span_ids,
-            )
-        )
+        evidence.append(Evidence(f"{text}; similarity to the call a period before: [{shown}]", span_ids))
         details.append(
             {
                 "tools": names,
@@ -105,6 +99,12 @@ def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
             }
         )
     return _loop_found(name, c, longest, evidence, details)
+
+
+def _described(block: list[Step], repeats: int, period: int, max_repeats: int) -> tuple[str, str]:
+    """A repetition's tools (``a -> b``, one period of its calls) and what it did, in words."""
+    names = " -> ".join([s.tool.name for s in block[:period] if s.tool is not None])
+    return names, f"{names} repeated {repeats} times in a row (period {period}, max {max_repeats})"
 
 
 def _written(sims: tuple[float, ...]) -> tuple[str, tuple[float, ...]]:
@@ -136,9 +136,8 @@ def watch_loop(c: LoopConfig, name: str) -> Gate:
     is similar to none."""
 
     def found(repeats: int, period: int, block: list[Step]) -> GraderResult:
-        names = " -> ".join(s.tool.name for s in block[:period] if s.tool is not None)
-        text = f"{names} repeated {repeats} times in a row (period {period}, max {c.max_repeats})"
-        span_ids = tuple([s.span_id for s in block])
+        names, text = _described(block, repeats, period, c.max_repeats)
+        span_ids = span_ids_of(block)
         details = {"tools": names, "period": period, "repeats": repeats, "span_ids": span_ids}
         return _loop_found(name, c, repeats, [Evidence(text, span_ids)], [details])
 
