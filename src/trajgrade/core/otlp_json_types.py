@@ -20,6 +20,7 @@ from msgspec import UNSET, Raw, Struct, UnsetType
 __all__ = [
     "MISSING_FIELD",
     "REQUEST",
+    "SPAN",
     "SPAN_FIELDS",
     "VALUE_FIELDS",
     "AnyValue",
@@ -97,7 +98,9 @@ class Scope(_Closed):
 
 class ScopeSpans(_Closed):
     scope: Scope | None = None
-    spans: list[Span] | None = None
+    #: Each span's JSON, decoded on its own (``SPAN``) as the reader comes to it: a span's objects are let go
+    #: before the next one's are made, rather than every span of a request being held at once.
+    spans: list[Raw] | None = None
     schemaUrl: Raw = Raw()
 
 
@@ -118,8 +121,10 @@ class Request(_Closed):
     resourceSpans: list[ResourceSpans]
 
 
-#: Decodes one request in the shape; raises ``msgspec.DecodeError`` (a ``ValueError``) or ``RecursionError``.
+#: Decode one request, or one of its spans, in the shape; raise ``msgspec.DecodeError`` (a ``ValueError``) or
+#: ``RecursionError``.
 REQUEST: Any = msgspec.json.Decoder(Request)
+SPAN: Any = msgspec.json.Decoder(Span)
 #: A struct's fields as a tuple, in their order (an ``AnyValue``'s, a ``Span``'s).
 VALUE_FIELDS: Any = msgspec.structs.astuple
 #: The names of a ``Span``'s fields, in their order.

@@ -47,9 +47,9 @@ def read_runs(
 ) -> tuple[list[FileRun], list[str]]:
     """The runs in ``paths`` in root start order, and the problems to report: a file that cannot be read, and
     input that held spans but gave no run. Runs are made as every door makes them (:mod:`trajgrade.core.collector`):
-    a trace whose root is not among the spans read is a partial run. ``keep``: a list that takes what reading
-    decoded (each file's request and spans) rather than letting it go, for a process that ends soon after
-    (:func:`~trajgrade.core.readers.read_bytes`)."""
+    a trace whose root is not among the spans read is a partial run. ``keep``: a list that takes the spans
+    read (each file's) rather than letting them go, for a process that ends soon after and need not free them
+    object by object."""
     collector: RunCollector[str] = RunCollector(max_traces=2**62, max_spans_per_trace=2**62)
     seen: dict[str, set[str]] = {}  # the span ids read in each trace
     first_file: dict[str, str] = {}  # where each trace was first seen: the file of a run whose root is missing
@@ -57,7 +57,7 @@ def read_runs(
     problems: list[str] = []
     for path, in_directory in expand_paths(paths):
         try:
-            spans = read_path(path, keep)
+            spans = read_path(path)
         except TraceDecodeError as e:
             if not (in_directory and e.problem.endswith(NOT_TRACE_DATA)):  # a directory's other JSON files
                 problems.append(str(e))
