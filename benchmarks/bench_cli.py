@@ -45,14 +45,15 @@ CONFIG = "benchmarks/every_grader.yaml"
 TINY_STEPS, SMALL_STEPS, LARGE_STEPS = 1, 1_000, 100_000
 SMALL_LIMIT_MS, LARGE_LIMIT_S = 30.0, 2.0
 #: A process that runs the command on the one-step file (its start-up), then prints the wall and CPU seconds of
-#: the command on the 1,000-step file minus those of the command on the one-step file, run one after the other.
+#: the command on the 1,000-step file minus those of the command on the one-step file, run one after the other
+#: (the two commands' arguments, as ``_grade`` makes them, in JSON).
 _BEYOND = """
-import sys, time
+import json, sys, time
 from trajgrade.doors.cli import main
-config, out, tiny, small = sys.argv[1:]
-def timed(path):
+tiny, small = json.loads(sys.argv[1])
+def timed(argv):
     wall, cpu = time.perf_counter(), time.thread_time()
-    main(["grade", "--config", config, "--format", "markdown", "-o", out, path])
+    main(argv)
     return time.perf_counter() - wall, time.thread_time() - cpu
 timed(tiny)
 (tiny_wall, tiny_cpu), (small_wall, small_cpu) = timed(tiny), timed(small)
@@ -91,7 +92,7 @@ def _beyond(tiny: Path, small: Path, out: Path, repeat: int) -> tuple[float, flo
     samples = []
     for _ in range(repeat):
         done = subprocess.run(
-            [sys.executable, "-c", _BEYOND, CONFIG, str(out), str(tiny), str(small)],
+            [sys.executable, "-c", _BEYOND, json.dumps([_grade(tiny, out)[1:], _grade(small, out)[1:]])],
             cwd=ROOT,
             capture_output=True,
             text=True,
