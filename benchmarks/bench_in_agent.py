@@ -11,7 +11,9 @@ Reported beside it, in the same process and the same rounds: the same runs grade
 with the in-flight checks off (what trajgrade costs before the graders' own work); the same as the figure with
 trajgrade's metrics recorded by an SDK ``MeterProvider`` (the figure's own processor records them on the API's
 no-op provider, which an agent without metrics set up has: the SDK spends 15-20 µs on each measurement, and a run
-graded by ``every_grader.yaml`` makes about thirty); and the grading of one run on the worker: normalizing its
+graded by ``every_grader.yaml`` makes about thirty); the same as the figure with the grading done in the thread
+that ends the root (``worker=False``: the same work, under the same lock, without a second thread: what the worker
+itself costs an agent that never waits); and the grading of one run on the worker: normalizing its
 spans, rebuilding the trajectory and every grader of the config. (``bench_hot_path.py`` measures the per-span hook
 at length.)
 """
@@ -66,6 +68,7 @@ def everything_figures() -> list[Figure]:
         ("trajgrade", GradingSpanProcessor(load_config(CONFIG))),
         ("one grader", GradingSpanProcessor(parse_config(ONE_GRADER), in_flight=False)),
         ("with metrics", GradingSpanProcessor(load_config(CONFIG), meter_provider=meters)),
+        ("own thread", GradingSpanProcessor(load_config(CONFIG), worker=False)),
     ):
         graded[name] = (TracerProvider(), processor)
         graded[name][0].add_span_processor(processor)
@@ -124,6 +127,15 @@ def everything_figures() -> list[Figure]:
             True,
             1.0,
             f"SDK alone; trajgrade {per_run['with metrics']:.2f} ms/run",
+        ),
+        Figure(
+            "  reference: the figure's grading in the agent's own thread (worker=False), not on the worker",
+            ratio["own thread"],
+            "x",
+            "-",
+            True,
+            1.0,
+            f"SDK alone; trajgrade {per_run['own thread']:.2f} ms/run",
         ),
     ]
 

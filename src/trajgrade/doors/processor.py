@@ -337,7 +337,7 @@ class GradingSpanProcessor(SpanProcessor):
         if not self._collector.root(sdk_trace(span), _root_record(span), root):
             return False
         if self._worker.threaded:
-            self._worker.wake()
+            self._worker.run_held()
         else:
             self._worker.run_due()
         return True

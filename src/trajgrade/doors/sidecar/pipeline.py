@@ -233,7 +233,7 @@ class Pipeline:
                 Batch(b"".join(h.request() for h in passed_on), len(passed_on), sum(len(h.span) for h in passed_on))
             )
         if len(passed_on) < len(held):
-            self._worker.wake()
+            self._worker.run_held()
         return True
 
     def _split(self, request: TraceRequest) -> tuple[list[_Held], bytes, dict[str, Any]]:

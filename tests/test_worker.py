@@ -1,0 +1,74 @@
+"""The grading worker's thread: when it grades the runs held for it (``GradingWorker.run_held``)."""
+
+from __future__ import annotations
+
+import time
+
+from trajgrade import parse_config
+from trajgrade.core import semconv as sc
+from trajgrade.core.collector import RunCollector
+from trajgrade.core.grading import Grading
+from trajgrade.core.inflight import InFlightChecks
+from trajgrade.core.trajectory.records import span_record
+from trajgrade.core.worker import Graded, GradingWorker
+
+CONFIG = parse_config("graders:\n  - type: step-count\n    config: {max: 5}\n")
+
+
+def _worker(checks: bool) -> tuple[GradingWorker[int], RunCollector[int], list[int]]:
+    """A worker on its own thread, looking every 50 ms while the in-flight checks run (``checks``), and the number of
+    runs each of its passes graded."""
+    collector: RunCollector[int] = RunCollector(checks=InFlightChecks(CONFIG) if checks else None)
+    passes: list[int] = []
+
+    def finish(graded: list[Graded[int]]) -> None:
+        passes.append(len(graded))
+
+    return GradingWorker(collector, Grading(CONFIG), finish, check_interval_s=0.05), collector, passes
+
+
+def _hold(collector: RunCollector[int], worker: GradingWorker[int], n: int) -> None:
+    trace = f"{n:032x}"
+    root = span_record(
+        trace_id=trace,
+        span_id=f"{n:016x}",
+        parent_span_id=None,
+        name="invoke_agent",
+        kind=sc.AGENT,
+        start_unix_nano=n,
+        end_unix_nano=n + 1,
+        error=False,
+    )
+    assert collector.root(trace, root, n)
+    worker.run_held()
+
+
+def _graded_within(passes: list[int], runs: int, seconds: float) -> float:
+    """Seconds until the worker has graded ``runs`` runs (without being asked: no flush); fails past ``seconds``."""
+    started = time.monotonic()
+    while sum(passes) < runs:
+        assert time.monotonic() - started < seconds, f"graded {sum(passes)} of {runs} runs in {seconds} s"
+        time.sleep(0.002)
+    return time.monotonic() - started
+
+
+def test_runs_held_close_together_are_graded_together_at_the_threads_next_look() -> None:
+    worker, collector, passes = _worker(checks=True)
+    try:
+        for n in range(5):  # 5 ms apart: a thread woken for each would grade each alone, in the pause after it
+            _hold(collector, worker, n)
+            time.sleep(0.005)
+        _graded_within(passes, 5, seconds=2.0)
+        assert len(passes) <= 2, passes  # the thread's next look, or the one after if it fell among them
+    finally:
+        worker.close()
+
+
+def test_a_run_held_when_the_thread_looks_only_once_a_second_wakes_it() -> None:
+    worker, collector, passes = _worker(checks=False)  # no in-flight checks: the idle thread looks once a second
+    try:
+        time.sleep(0.05)  # the thread is waiting out its idle second
+        _hold(collector, worker, 1)
+        assert _graded_within(passes, 1, seconds=2.0) < 0.5
+    finally:
+        worker.close()
