@@ -43,6 +43,8 @@ class GradingWorker(Generic[P]):
         on_breach: called with the in-flight breaches the collector's checks find (:meth:`check_open`), on the
             grading thread; its errors are counted, not raised.
         check_interval_s: how often the thread runs the in-flight checks while runs are open.
+        gather: the runs held while the thread is busy wait for its next look, soon, rather than each waking it
+            (:meth:`run_held`).
     """
 
     def __init__(
@@ -55,16 +57,19 @@ class GradingWorker(Generic[P]):
         name: str = "trajgrade-grader",
         on_breach: Callable[[list[Breach]], None] | None = None,
         check_interval_s: float = 0.05,
+        gather: bool = False,
     ) -> None:
         self._collector = collector
         self._grading = grading
         self._finish = finish
         self._on_breach = on_breach
         self._check_interval_s = check_interval_s
+        self._gather = gather
         self._found: deque[Breach] = deque()  # breaches found off the thread, for it to emit
         self._name = name
         self._wake = threading.Condition()
         self._busy = False
+        self._next_look = 0.0  # when the waiting thread looks next (monotonic): past while it is in a pass
         self._stopping = False
         self._thread: threading.Thread | None = None
         if thread:
@@ -82,15 +87,18 @@ class GradingWorker(Generic[P]):
             self._wake.notify_all()
 
     def run_held(self) -> None:
-        """A run was held for grading: the thread grades it at its next look when that comes within ``_GATHER_S``
-        (it looks every ``check_interval_s`` while the in-flight checks run), together with the runs that ended
-        meanwhile; else it is woken now.
+        """A run was held for grading: the thread is woken, unless it gathers runs (``gather``) and looks next
+        within ``_GATHER_S``; then it grades the run at that look, with the runs held meanwhile. It looks that often
+        while the in-flight checks run (every ``check_interval_s``), and, gathering, after a pass that graded runs:
+        the first run after a quiet spell wakes it, the runs of a busy spell are graded a few at a time.
 
-        Waking the thread at each run's end costs the application's thread a hand-over of the interpreter's lock
-        for every run, and interleaves grading with the application's work run by run: in an agent that makes
-        runs back to back, grading them a few at a time costs it less (``bench_in_agent.py``)."""
-        if self._collector.checks is None or self._check_interval_s > _GATHER_S:
-            self.wake()
+        Waking the thread at each run's end costs an agent's thread a hand-over of the interpreter's lock for every
+        run, and interleaves grading with the agent's work run by run: in an agent that makes runs back to back,
+        grading them a few at a time costs it less (``bench_in_agent.py``). A receiver is the other way round: it
+        answers sooner when each request's runs are graded as they come, a pass at a time."""
+        with self._wake:
+            if not self._gather or self._next_look - time.monotonic() > _GATHER_S:
+                self._wake.notify_all()
 
     def check_open(self, trace: Hashable | None = None, *, emit: bool = True) -> list[Breach]:
         """Run the in-flight checks on the spans that ended since the last call (of one trace, or of all); the
@@ -173,12 +181,14 @@ class GradingWorker(Generic[P]):
     def _after_fork(self) -> None:
         self._wake = threading.Condition()
         self._busy = False
+        self._next_look = 0.0
         if not self._stopping:
             self._start()
 
     def _work(self) -> None:
         checking = self._collector.checks is not None
         checked_at = 0.0
+        graded = 0
         while True:
             with self._wake:
                 if self._stopping:
@@ -187,11 +197,17 @@ class GradingWorker(Generic[P]):
                 wait = _IDLE_S if due is None else due - time.monotonic()
                 if checking:  # spans of a new run are read within the interval (the hot path never wakes us)
                     wait = min(wait, self._check_interval_s)
+                if graded and self._gather:  # a busy spell: the runs held meanwhile wait for the next look
+                    wait = min(wait, _GATHER_S)
                 if wait > 0 and not self._found:
-                    self._wake.wait(min(wait, _IDLE_S))
+                    wait = min(wait, _IDLE_S)
+                    self._next_look = time.monotonic() + wait
+                    self._wake.wait(wait)
+                    self._next_look = 0.0
                 if self._stopping:
                     return
                 self._busy = True
+            graded = 0
             try:
                 with internal_errors("grading worker", self._grading.count_internal_error):
                     now = time.monotonic()
@@ -200,7 +216,7 @@ class GradingWorker(Generic[P]):
                     if checking and (self._found or now - checked_at >= self._check_interval_s or self._due(now)):
                         checked_at = now
                         self._check_and_emit()
-                    self.run_due()
+                    graded = self.run_due()
             finally:
                 with self._wake:
                     self._busy = False

@@ -163,6 +163,7 @@ class GradingSpanProcessor(SpanProcessor):
             thread=worker,
             on_breach=self._breached,
             check_interval_s=check_interval_s,
+            gather=True,
         )
         # Guards _open_roots (roots started, not ended, by trace in the order they started: a breach finds its run's
         # root without a walk over every open run) and _stopped; held only to read or change them.
