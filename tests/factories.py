@@ -163,6 +163,21 @@ def run(
     return t
 
 
+def root_record(trace: str, n: int) -> SpanRecord:
+    """The root span of a run of trace ``trace`` (its span id and times from ``n``), alone: what a door holds until
+    the run is graded."""
+    return span_record(
+        trace_id=trace,
+        span_id=f"{n:016x}",
+        parent_span_id=None,
+        name="invoke_agent",
+        kind="agent",
+        start_unix_nano=n,
+        end_unix_nano=n,
+        error=False,
+    )
+
+
 def repeating_calls(arguments: tuple[str, ...], results: tuple[str, ...]) -> Any:
     """A hypothesis strategy of runs for :func:`tool_steps`: up to 20 calls drawn from a few (tool ``a`` or ``b``,
     argument text, result text), so that calls of equal text come again and again."""

@@ -3,12 +3,11 @@ held trace, must give what the rule says (a trace is due once every root it hold
 
 from __future__ import annotations
 
+from factories import root_record
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trajgrade.core import semconv as sc
 from trajgrade.core.collector import RunCollector
-from trajgrade.core.trajectory.records import span_record
 
 SETTLE_S = 2.0
 
@@ -31,17 +30,7 @@ def test_held_roots_are_due_once_every_root_of_their_trace_has_settled(
         now[0] += pause
         if what == "root":
             assert trace is not None
-            record = span_record(
-                trace_id=trace,
-                span_id=f"{n:016x}",
-                parent_span_id=None,
-                name="invoke_agent",
-                kind=sc.AGENT,
-                start_unix_nano=n,
-                end_unix_nano=n,
-                error=False,
-            )
-            assert collector.root(trace, record, n)
+            assert collector.root(trace, root_record(trace, n), n)
             held.setdefault(trace, []).append((now[0] + SETTLE_S, n))
             continue
         expected_next = min((max(when for when, _ in roots) for roots in held.values()), default=None)

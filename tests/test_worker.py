@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import time
 
+from factories import root_record
+
 from trajgrade import parse_config
-from trajgrade.core import semconv as sc
 from trajgrade.core.collector import RunCollector
 from trajgrade.core.grading import Grading
 from trajgrade.core.inflight import InFlightChecks
-from trajgrade.core.trajectory.records import span_record
 from trajgrade.core.worker import Graded, GradingWorker
 
 CONFIG = parse_config("graders:\n  - type: step-count\n    config: {max: 5}\n")
@@ -30,17 +30,7 @@ def _worker(checks: bool, gather: bool = True) -> tuple[GradingWorker[int], RunC
 
 def _hold(collector: RunCollector[int], worker: GradingWorker[int], n: int) -> None:
     trace = f"{n:032x}"
-    root = span_record(
-        trace_id=trace,
-        span_id=f"{n:016x}",
-        parent_span_id=None,
-        name="invoke_agent",
-        kind=sc.AGENT,
-        start_unix_nano=n,
-        end_unix_nano=n + 1,
-        error=False,
-    )
-    assert collector.root(trace, root, n)
+    assert collector.root(trace, root_record(trace, n), n)
     worker.run_held()
 
 
