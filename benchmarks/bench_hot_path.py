@@ -7,12 +7,14 @@ attributes each, ``start_as_current_span`` as instrumentations do) under every c
 - ``trajgrade``: the same with ``GradingSpanProcessor`` and a config of every grader family (its in-flight checks
   on, as by default: the worker reads the open run's spans every 50 ms);
 - ``trajgrade, checks every 5 ms``: the same with the in-flight checks ten times as often;
+- ``trajgrade, checks off``: the same without in-flight checks (the spans are read when the root ends, after the
+  clock stops): what holding each run's spans costs, beside what reading them while the run is open adds;
 - ``simple``: the same with ``SimpleSpanProcessor(InMemorySpanExporter())`` (a reference point).
 
 Only the child spans are timed; the root ends after the clock stops, grading runs on the worker thread, and
 a full collection runs between configurations, so that none is charged for another's garbage.
 The figure is the median over rounds of the per-round ratio to ``sdk`` (target: at most 1.15). The rounds
-are many (about a minute in all) because this machine's speed drifts: with 60 rounds, runs of the same code
+are many (about two minutes in all) because this machine's speed drifts: with 60 rounds, runs of the same code
 gave medians from 1.10 to 1.16; with 200, from 1.12 to 1.14.
 
 Memory per buffered step is ``bench_memory.py``'s.
@@ -75,7 +77,7 @@ def one_run(provider: TracerProvider) -> float:
 CAUGHT: dict[str, set[str]] = {}
 
 
-def graded(name: str, check_interval_s: float) -> tuple[TracerProvider, Callable[[], None]]:
+def graded(name: str, check_interval_s: float, in_flight: bool = True) -> tuple[TracerProvider, Callable[[], None]]:
     provider = TracerProvider()
     caught = CAUGHT.setdefault(name, set())
 
@@ -83,7 +85,9 @@ def graded(name: str, check_interval_s: float) -> tuple[TracerProvider, Callable
         if processor._open_roots:  # found while the run's root was still open
             caught.add(breach.trace_id)
 
-    processor = GradingSpanProcessor(load_config(CONFIG), on_breach=on_breach, check_interval_s=check_interval_s)
+    processor = GradingSpanProcessor(
+        load_config(CONFIG), on_breach=on_breach, check_interval_s=check_interval_s, in_flight=in_flight
+    )
     provider.add_span_processor(processor)
     return provider, lambda: processor.force_flush()
 
@@ -96,6 +100,7 @@ def providers() -> dict[str, tuple[TracerProvider, Callable[[], None]]]:
         "sdk": (TracerProvider(), lambda: None),
         "trajgrade": graded("trajgrade", 0.05),
         "trajgrade-5ms": graded("trajgrade-5ms", 0.005),
+        "trajgrade-off": graded("trajgrade-off", 0.05, in_flight=False),
         "simple": (simple, exporter.clear),
     }
 
@@ -146,6 +151,15 @@ def per_span_figures() -> list[Figure]:
             "runs",
             f"= {ROUNDS + 1} (every run)",
             len(CAUGHT["trajgrade-5ms"]) == ROUNDS + 1,
+        ),
+        Figure(
+            "  reference: the same, in-flight checks off (spans read when the root ends)",
+            ratios["trajgrade-off"],
+            "x",
+            "-",
+            True,
+            1.0,
+            f"SDK alone; trajgrade {us['trajgrade-off']:.1f} us/span",
         ),
         Figure(
             "  reference: SimpleSpanProcessor(InMemorySpanExporter)",

@@ -208,6 +208,17 @@ def test_calls_of_equal_text_are_found_in_loops_as_when_each_is_compared_alone(
     assert find_loops(by_text, 1, threshold, max_period) == find_loops(alone, 1, threshold, max_period)
 
 
+def test_a_search_past_the_similarities_it_keeps_finds_what_it_finds_comparing_each_call_alone() -> None:
+    """More pairs of distinct texts than the search keeps similarities for (``_MAX_SEEN``): those kept are dropped
+    and kept anew, each text met again later compared afresh, and the loops found are the same."""
+    texts = [f'{{"q": "a", "n": {i % 2000}}}' for i in range(6000)]  # 6,000 pairs, each met three times
+    calls = [("search", text, "same") for text in texts]
+    by_text, alone = tool_steps(calls), tool_steps(calls, parsed=True)
+    found = find_loops(by_text, 3, 0.3, 3)
+    assert found == find_loops(alone, 3, 0.3, 3)
+    assert [f[:3] for f in found] == [(0, 6000, 1)]
+
+
 def test_a_nan_parsed_from_equal_text_is_still_no_equal_leaf() -> None:
     nan = tool_steps([("search", '{"q": "a", "n": NaN}', "same")] * 3)
     assert find_loops(nan, 1, 1.0, 1) == []

@@ -185,13 +185,15 @@ class _Leaves:
     """A call's flattened arguments, with their paths and their values also in order: two calls with the same paths
     (most similar calls: the same tool, its arguments of the same shape) are compared value by value, without a
     lookup per path. ``number``: the argument text's number (``CallTexts``), None when it has none (arguments not
-    parsed from text, or by another parser)."""
+    parsed from text, or by another parser); ``known``: its similarity to the leaves of earlier texts met so far, by
+    those leaves (kept by ``_Flattened``)."""
 
     def __init__(self, by_path: dict[str, Any], number: int | None = None) -> None:
         self.by_path = by_path
         self.paths = tuple(by_path)
         self.values = list(by_path.values())
         self.number = number
+        self.known: dict[_Leaves, float] = {}
 
     def similarity(self, before: _Leaves) -> float:
         """``similarity(self.by_path, before.by_path)``."""
@@ -220,7 +222,7 @@ class _Flattened:
         self.seen = Seen()
         self.numbers = numbers  # by call
         self.by_number: dict[int | None, _Leaves] = {}  # never by None
-        self.pairs: dict[int, float] = {}
+        self.pairs = 0  # the similarities kept in the leaves' ``known``
 
     def leaves(self, step: Step, j: int) -> _Leaves:
         """The leaves of ``step``, call ``j`` of the search."""
@@ -237,17 +239,21 @@ class _Flattened:
         return leaves
 
     def similarity(self, leaves: _Leaves, before: _Leaves) -> float:
-        """``leaves.similarity(before)``, kept for a pair of distinct texts."""
-        a, b = leaves.number, before.number
-        if a is None or b is None:
+        """``leaves.similarity(before)``, kept for a pair of texts in ``leaves.known`` (looked up by the leaves
+        themselves: a pair of numbers as the key would make an int object at every look-up). Past ``_MAX_SEEN`` pairs,
+        the leaves kept are dropped, and with them what they know."""
+        if leaves.number is None or before.number is None:
             return leaves.similarity(before)
-        pair = a << 32 | b
-        sim = self.pairs.get(pair)
+        known = leaves.known
+        sim = known.get(before)
         if sim is None:
             sim = leaves.similarity(before)
-            if len(self.pairs) >= _MAX_SEEN:
-                self.pairs.clear()
-            self.pairs[pair] = sim
+            if self.pairs >= _MAX_SEEN:
+                self.by_number.clear()
+                self.pairs = 0
+                known.clear()
+            known[before] = sim
+            self.pairs += 1
         return sim
 
 
