@@ -185,15 +185,15 @@ class _Leaves:
     """A call's flattened arguments, with their paths and their values also in order: two calls with the same paths
     (most similar calls: the same tool, its arguments of the same shape) are compared value by value, without a
     lookup per path. ``number``: the argument text's number (``CallTexts``), None when it has none (arguments not
-    parsed from text, or by another parser); ``known``: its similarity to the leaves of earlier texts met so far, by
-    those leaves (kept by ``_Flattened``)."""
+    parsed from text, or by another parser); ``known``: its similarity to the leaves of earlier texts met so far (its
+    index among ``_Flattened.values``), by those leaves."""
 
     def __init__(self, by_path: dict[str, Any], number: int | None = None) -> None:
         self.by_path = by_path
         self.paths = tuple(by_path)
         self.values = list(by_path.values())
         self.number = number
-        self.known: dict[_Leaves, float] = {}
+        self.known: dict[_Leaves, int] = {}
 
     def similarity(self, before: _Leaves) -> float:
         """``similarity(self.by_path, before.by_path)``."""
@@ -223,6 +223,10 @@ class _Flattened:
         self.numbers = numbers  # by call
         self.by_number: dict[int | None, _Leaves] = {}  # never by None
         self.pairs = 0  # the similarities kept in the leaves' ``known``
+        # Each similarity met, once: the search records a similarity by its index here, a small int (a float
+        # would be a new object for each call).
+        self.values: list[float] = []
+        self.indices: dict[float, int] = {}
 
     def leaves(self, step: Step, j: int) -> _Leaves:
         """The leaves of ``step``, call ``j`` of the search."""
@@ -238,28 +242,38 @@ class _Flattened:
             self.by_number[number] = leaves
         return leaves
 
-    def similarity(self, leaves: _Leaves, before: _Leaves) -> float:
-        """``leaves.similarity(before)``, kept for a pair of texts in ``leaves.known`` (looked up by the leaves
-        themselves: a pair of numbers as the key would make an int object at every look-up). Past ``_MAX_SEEN`` pairs,
-        the leaves kept are dropped, and with them what they know."""
+    def similarity_index(self, leaves: _Leaves, before: _Leaves) -> int:
+        """The index among ``values`` of ``leaves.similarity(before)``, kept for a pair of texts in ``leaves.known``
+        (looked up by the leaves themselves: a pair of numbers as the key would make an int object at every
+        look-up). Past ``_MAX_SEEN`` pairs, the leaves kept are dropped, and with them what they know."""
         if leaves.number is None or before.number is None:
-            return leaves.similarity(before)
+            return self._index(leaves.similarity(before))
         known = leaves.known
-        sim = known.get(before)
-        if sim is None:
-            sim = leaves.similarity(before)
+        index = known.get(before)
+        if index is None:
+            index = self._index(leaves.similarity(before))
             if self.pairs >= _MAX_SEEN:
                 self.by_number.clear()
                 self.pairs = 0
                 known.clear()
-            known[before] = sim
+            known[before] = index
             self.pairs += 1
-        return sim
+        return index
+
+    def _index(self, similarity: float) -> int:
+        index = self.indices.get(similarity)
+        if index is None:
+            index = self.indices[similarity] = len(self.values)
+            self.values.append(similarity)
+        return index
 
 
-def _similarities(calls: list[Step], threshold: float, max_period: int, texts: CallTexts) -> list[list[float]]:
-    """``similar[period][j]``: the similarity of call j to call j - period, or -1 when the two are not the same
-    action (another tool, a similarity under ``threshold``, or a result that changed).
+def _similarities(
+    calls: list[Step], threshold: float, max_period: int, texts: CallTexts
+) -> tuple[list[list[int]], list[float]]:
+    """``similar[period][j]``: the similarity of call j to call j - period (its index among the similarities met,
+    returned beside), or -1 when the two are not the same action (another tool, a similarity under ``threshold``,
+    or a result that changed).
 
     Each call is compared with each of the ``max_period`` calls before it of the same tool, flattening the
     arguments of the calls compared (once per distinct text; only those of the last ``max_period`` calls are
@@ -268,11 +282,12 @@ def _similarities(calls: list[Step], threshold: float, max_period: int, texts: C
     n = len(calls)
     # Each call's result digest, made on first use (most pairs never get that far): False until then.
     results: list[bytes | None | bool] = [False] * n
-    similar = [[] if period == 0 else [-1.0] * n for period in range(max_period + 1)]  # row 0: unused
+    similar = [[] if period == 0 else [-1] * n for period in range(max_period + 1)]  # row 0: unused
     # The leaves of call k at recent[k % size], flattened when first compared (None until then).
     size = max_period + 1
     recent: list[_Leaves | None] = [None] * size
     flattened = _Flattened(texts.arguments_of(calls))
+    values = flattened.values
     for j in range(n):
         recent[j % size] = None
         a = calls[j].tool
@@ -286,11 +301,11 @@ def _similarities(calls: list[Step], threshold: float, max_period: int, texts: C
             before = recent[(j - period) % size]
             if before is None:
                 before = recent[(j - period) % size] = flattened.leaves(calls[j - period], j - period)
-            sim = flattened.similarity(leaves, before)
-            if sim < threshold:
+            index = flattened.similarity_index(leaves, before)
+            if values[index] < threshold:
                 continue
             if a.same_result_text(b):  # the same outcome, without a digest of each
-                similar[period][j] = sim
+                similar[period][j] = index
                 continue
             ra = results[j]
             if ra is False:
@@ -300,8 +315,8 @@ def _similarities(calls: list[Step], threshold: float, max_period: int, texts: C
                 rb = results[j - period] = result_key(calls[j - period])
             if ra is not None and rb is not None and ra != rb:
                 continue  # the outcome changed: progress
-            similar[period][j] = sim
-    return similar
+            similar[period][j] = index
+    return similar, values
 
 
 def find_loops(
@@ -314,12 +329,12 @@ def find_loops(
     each period, the runs of calls similar to the call a period before are read from what that pass recorded.
     """
     n = len(calls)
-    similar = _similarities(calls, threshold, max_period, texts if texts is not None else CallTexts(calls))
+    similar, values = _similarities(calls, threshold, max_period, texts if texts is not None else CallTexts(calls))
     # Tuples of numbers: what the garbage collector stops tracking at its first look (a long run's thousands of
     # loops would be walked by every collection while they are graded). A run's loops mostly repeat the same few
-    # similarities: each tuple of them is kept once.
+    # similarities: each tuple of them is made once, by the tuple of their indices.
     found: list[tuple[int, int, int, tuple[float, ...]]] = []
-    shared: dict[tuple[float, ...], tuple[float, ...]] = {}
+    shared: dict[tuple[int, ...], tuple[float, ...]] = {}
     for period in range(1, max_period + 1):
         row = similar[period]
         i = period
@@ -331,8 +346,11 @@ def find_loops(
             matched = j - i
             repeats = (matched + period) // period  # whole blocks, the first included
             if repeats > max_repeats and (period == 1 or not _is_shorter_cycle(calls, start, period)):
-                sims = tuple(row[i : start + repeats * period])
-                found.append((start, start + repeats * period, period, shared.setdefault(sims, sims)))
+                indices = tuple(row[i : start + repeats * period])
+                sims = shared.get(indices)
+                if sims is None:
+                    sims = shared[indices] = tuple([values[k] for k in indices])
+                found.append((start, start + repeats * period, period, sims))
             i = max(j, i + 1) if matched else i + 1
     found.sort(key=lambda f: (-(f[1] - f[0]), f[0]))
     kept: list[tuple[int, int, int, tuple[float, ...]]] = []
