@@ -224,7 +224,8 @@ class _Flattened:
         self.by_number: dict[int | None, _Leaves] = {}  # never by None
         self.pairs = 0  # the similarities kept in the leaves' ``known``
         # Each similarity met, once: the search records a similarity by its index here, a small int (a float
-        # would be a new object for each call).
+        # would be a new object for each call). A similarity is equal leaves over all leaves, each count at most
+        # twice ``_MAX_LEAVES``: the values met are bounded.
         self.values: list[float] = []
         self.indices: dict[float, int] = {}
 
