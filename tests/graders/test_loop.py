@@ -208,6 +208,64 @@ def test_calls_of_equal_text_are_found_in_loops_as_when_each_is_compared_alone(
     assert find_loops(by_text, 1, threshold, max_period) == find_loops(alone, 1, threshold, max_period)
 
 
+def _loops_as_the_rules_read(
+    calls: list[Any], max_repeats: int, threshold: float, max_period: int
+) -> list[tuple[int, int, int, tuple[float, ...]]]:
+    """The loops of ``calls`` found by the rules of ``loop.py`` read literally, every pair compared afresh: for each
+    period, each longest run of calls that are the same action as the call a period before (one tool, similar
+    arguments, results not changed), its whole blocks when they repeat more than ``max_repeats`` times and the block
+    is not itself a repetition of a shorter period; longest first, then earliest, then shortest period; none held
+    in one kept before it."""
+    from trajgrade.core.graders.loop_search import result_key
+
+    def same(j: int, period: int) -> float | None:
+        a, b = calls[j].tool, calls[j - period].tool
+        if a.name != b.name:
+            return None
+        s = similarity(flatten(a.arguments), flatten(b.arguments))
+        ra, rb = result_key(calls[j]), result_key(calls[j - period])
+        return s if s >= threshold and (ra is None or rb is None or ra == rb) else None
+
+    def action(k: int) -> tuple[str, dict[str, Any]]:
+        return calls[k].tool.name, flatten(calls[k].tool.arguments)
+
+    found = []
+    for period in range(1, max_period + 1):
+        j = period
+        while j < len(calls):
+            sims = []
+            while j + len(sims) < len(calls) and (s := same(j + len(sims), period)) is not None:
+                sims.append(s)
+            repeats = (len(sims) + period) // period
+            start = j - period
+            shorter = any(
+                period % q == 0 and all(action(start + k) == action(start + k % q) for k in range(period))
+                for q in range(1, period)
+            )
+            if repeats > max_repeats and not shorter:
+                found.append((start, start + repeats * period, period, tuple(sims[: repeats * period - period])))
+            j += max(len(sims), 1)
+    found.sort(key=lambda f: (-(f[1] - f[0]), f[0], f[2]))
+    kept: list[tuple[int, int, int, tuple[float, ...]]] = []
+    for f in found:
+        if not any(k[0] <= f[0] and f[1] <= k[1] for k in kept):
+            kept.append(f)
+    return kept
+
+
+@settings(max_examples=300, derandomize=True)
+@given(_RUNS, st.integers(1, 3), st.integers(1, 4), st.sampled_from([0.5, 0.9, 1.0]))
+def test_the_search_finds_the_loops_the_rules_describe(
+    calls: list[tuple[str, str, str]], max_repeats: int, max_period: int, threshold: float
+) -> None:
+    """What the search finds (one pass recording each call's similarity to the calls a period before, each text
+    flattened once, then the runs read from what it recorded) is what the rules find comparing every pair of calls
+    a period apart afresh."""
+    steps = tool_steps(calls)
+    expected = _loops_as_the_rules_read(steps, max_repeats, threshold, max_period)
+    assert find_loops(steps, max_repeats, threshold, max_period) == expected
+
+
 def test_a_search_past_the_similarities_it_keeps_finds_what_it_finds_comparing_each_call_alone() -> None:
     """More pairs of distinct texts than the search keeps similarities for (``_MAX_SEEN``): those kept are dropped
     and kept anew, each text met again later compared afresh, and the loops found are the same."""
