@@ -71,6 +71,28 @@ def test_among_many_calls_of_a_tool_the_invalid_ones_are_named(schema: dict[str,
     assert grade(f"schemas: {{get_weather: {schema}}}".replace("'", '"'), run(llm(), *calls[:7])).status == "pass"
 
 
+def test_calls_of_equal_argument_text_are_judged_alike() -> None:
+    """Calls of one tool whose arguments are parsed from equal text are checked once per text, and every call of a
+    text that is not valid is named."""
+    from trajgrade.core.trajectory.call_texts import call_texts
+
+    calls = [tool("get_weather", {"city": 7} if i % 3 == 0 else {"city": "Paris"}) for i in range(12)]
+    calls[4] = tool("get_weather", {"town": "Paris"})
+    t = run(llm(), *calls, llm())
+    numbers = call_texts(t).arguments_of(list(t.tool_steps))
+    assert numbers[3] == numbers[6] == 0 and numbers[2] == numbers[5] == 1  # judged as the first of their text
+    r = grade(f"schemas: {{get_weather: {WEATHER}}}".replace("'", '"'), t)
+    assert r.status == "fail" and r.score == pytest.approx(1 - 5 / 12)
+    assert [(v["span_id"], v["argument"]) for v in r.details["violations"]] == [
+        (t.tool_steps[0].span_id, "arguments.city"),
+        (t.tool_steps[3].span_id, "arguments.city"),
+        (t.tool_steps[4].span_id, "arguments"),  # an argument not allowed
+        (t.tool_steps[4].span_id, "arguments"),  # and one missing
+        (t.tool_steps[6].span_id, "arguments.city"),
+        (t.tool_steps[9].span_id, "arguments.city"),
+    ]
+
+
 def test_schemas_from_the_trace_definitions_and_nested_calls() -> None:
     defs = [{"type": "function", "name": "get_weather", "parameters": WEATHER}]
     inner = tool("get_weather", {"town": "Paris"})

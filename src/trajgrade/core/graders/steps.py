@@ -82,24 +82,32 @@ def each_name(names: Sequence[str], verdicts: dict[str, bool]) -> list[bool | No
     return [verdicts[name] for name in names]
 
 
-def not_plainly_valid(calls: Sequence[Step], approved: set[str], validators: dict[str, Any]) -> list[int]:
+def not_plainly_valid(
+    calls: Sequence[Step], approved: set[str], validators: dict[str, Any], numbers: list[int | None]
+) -> list[int]:
     """The positions of the calls that are not plainly valid: of a tool not ``approved``, or of a tool with a
     validator whose arguments were not captured or are not valid.
 
     A validator has ``is_valid(arguments)``, and ``all_valid(list of arguments)``, true when one check of them all
     finds every one valid: the calls of a tool are checked together first, and one by one only when that fails.
-    (A set and a dict, not any collection and mapping: compiled code then looks names up in them directly.)
+    ``numbers``: each call's number by its argument text, among ``calls`` (``CallTexts.arguments_of``): a call
+    of the same tool and text as an earlier one has equal arguments, and is judged as that one was, not checked
+    again. (A set and a dict, not any collection and mapping: compiled code then looks names up in them directly.)
     """
     batches: dict[str, list[Any]] = {}
-    for s in calls:
+    for i, s in enumerate(calls):
         tool = s.tool
         if tool is not None and tool.arguments_captured and tool.name in validators:
+            first = numbers[i]
+            if first is not None and first < i:
+                continue
             batch = batches.get(tool.name)
             if batch is None:
                 batch = batches[tool.name] = []
             batch.append(tool.arguments)
     valid = {name for name, batch in batches.items() if validators[name].all_valid(batch)}
     out: list[int] = []
+    invalid: set[int] = set()  # the positions of the first calls of their text found not valid
     for i, s in enumerate(calls):
         tool = s.tool
         if tool is None:
@@ -110,8 +118,18 @@ def not_plainly_valid(calls: Sequence[Step], approved: set[str], validators: dic
         validator = validators.get(tool.name)
         if validator is None:
             continue
-        if not tool.arguments_captured or (tool.name not in valid and not validator.is_valid(tool.arguments)):
+        if not tool.arguments_captured:
             out.append(i)
+            continue
+        if tool.name in valid:
+            continue
+        first = numbers[i]
+        if first is not None and first < i:
+            if first in invalid:
+                out.append(i)
+        elif not validator.is_valid(tool.arguments):
+            out.append(i)
+            invalid.add(i)
     return out
 
 

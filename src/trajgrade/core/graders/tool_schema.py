@@ -33,6 +33,8 @@ from pydantic import field_validator, model_validator
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
 from trajgrade.core.graders.steps import not_plainly_valid, span_ids_by_name, tool_calls
 from trajgrade.core.memo import ByObject
+from trajgrade.core.running import grading_fact
+from trajgrade.core.trajectory.call_texts import call_texts
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 if TYPE_CHECKING:
@@ -200,7 +202,8 @@ def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
         for tool in by_tool
         if (c.allowlist is None or tool in c.allowlist) and tool not in c.blocklist and tool not in refused
     }
-    for i in not_plainly_valid(calls, approved, validators):  # the other calls add nothing below
+    numbers = grading_fact(t, call_texts).arguments_of(calls)
+    for i in not_plainly_valid(calls, approved, validators, numbers):  # the other calls add nothing below
         step = calls[i]
         assert step.tool is not None
         tool = step.tool.name
