@@ -178,6 +178,23 @@ def test_command_or_path_missing_from_a_matching_call_is_a_configuration_error()
     assert grade("      required:\n        - name: ^bash$\n          command: ls\n", t4).passed
 
 
+def test_calls_of_equal_argument_text_match_alike_and_their_results_each_on_its_own() -> None:
+    """A matcher reads the arguments of one tool's calls of equal text once (the run's numbering by text), and still
+    reads each call's result."""
+    from trajgrade.core.trajectory.call_texts import call_texts
+
+    calls = [tool("search", {"q": "cats" if i % 2 else "dogs"}, result="found" if i < 4 else "none") for i in range(6)]
+    t = run(llm(), *calls)
+    assert call_texts(t).arguments_of(list(t.tool_steps))[2:] == [0, 1, 0, 1]  # judged as the first of their text
+    required = '      required:\n        - name: search\n          args: {q: "^cats$"}\n          min_count: %d\n'
+    assert grade(required % 3, t).passed and grade(required % 4, t).status == "fail"
+    r = grade("      disallowed:\n        - name: search\n          args: {q: dogs}\n", t)
+    assert r.status == "fail" and r.evidence[0].span_ids == tuple(t.tool_steps[i].span_id for i in (0, 2, 4))
+    with_result = "      required:\n        - name: search\n          args: {q: cats}\n          result: found\n"
+    assert grade(with_result + "          min_count: 2\n", t).passed
+    assert grade(with_result + "          min_count: 3\n", t).status == "fail"  # the third cats call found none
+
+
 def test_result_matching_stringifies_non_string_results() -> None:
     t = run(llm(), tool("build", {}, result={"ok": True, "warnings": 0}))
     for pattern in ("'\"ok\":true'", "'\"ok\": true'", "'warnings'"):

@@ -51,6 +51,8 @@ from trajgrade.core.graders.steps import tool_calls as calls_of
 from trajgrade.core.graders.tool_matching import ConfigProblem, DataMatcher, each_matched
 from trajgrade.core.graders.watch import Gate, RunSoFar
 from trajgrade.core.patterns import check_pattern, matcher, search
+from trajgrade.core.running import grading_fact
+from trajgrade.core.trajectory.call_texts import call_texts
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS", "ToolCallsConfig", "ToolMatch"]
@@ -160,14 +162,16 @@ def _data_matcher(m: ToolMatch) -> DataMatcher:
     )
 
 
-def _row(m: ToolMatch, calls: list[Step], names: list[str], distinct: list[str]) -> list[Match]:
+def _row(
+    m: ToolMatch, calls: list[Step], names: list[str], distinct: list[str], numbers: list[int | None]
+) -> list[Match]:
     """One matcher against every call (of tool ``names``), its name regex decided once per tool name (``distinct``
-    lists them)."""
+    lists them), its data once per argument text (``numbers``, the calls' numbering by text)."""
     matches = matcher(m.name)
     named = {name: matches(name) for name in distinct}
     if _by_name(m):
         return each_name(names, named)
-    return each_matched(calls, names, named, _data_matcher(m))
+    return each_matched(calls, names, named, _data_matcher(m), numbers)
 
 
 def _in_step(m: ToolMatch, step: Step) -> bool:
@@ -277,10 +281,11 @@ def tool_calls(t: Trajectory, c: ToolCallsConfig, name: str) -> GraderResult:
     calls = calls_of(t)
     names = tool_names(calls)
     distinct = list(dict.fromkeys(names))
+    numbers = grading_fact(t, call_texts).arguments_of(calls)
     try:  # every matcher against every call, so a configuration problem never depends on the verdict
-        required = [_row(m, calls, names, distinct) for m in c.required or ()]
-        disallowed = [_row(m, calls, names, distinct) for m in c.disallowed or ()]
-        sequence = [_row(m, calls, names, distinct) for m in c.sequence or ()]
+        required = [_row(m, calls, names, distinct, numbers) for m in c.required or ()]
+        disallowed = [_row(m, calls, names, distinct, numbers) for m in c.disallowed or ()]
+        sequence = [_row(m, calls, names, distinct, numbers) for m in c.sequence or ()]
     except ConfigProblem as e:
         return GraderResult(
             name=name,

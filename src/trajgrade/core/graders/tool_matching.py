@@ -105,7 +105,22 @@ class DataMatcher:
 
 
 def each_matched(
-    calls: Sequence[Step], names: Sequence[str], verdicts: dict[str, bool], data: DataMatcher
+    calls: Sequence[Step],
+    names: Sequence[str],
+    verdicts: dict[str, bool],
+    data: DataMatcher,
+    numbers: list[int | None],
 ) -> list[bool | None]:
-    """``data.match(call)`` on each call (of tool ``names``) whose name ``verdicts`` accepts, False on the others."""
-    return [data.match(calls[i]) if verdicts[name] else False for i, name in enumerate(names)]
+    """``data.match(call)`` on each call (of tool ``names``) whose name ``verdicts`` accepts, False on the others.
+    ``numbers``: each call's number by its argument text, among ``calls`` (``CallTexts.arguments_of``): when the
+    matcher reads no result, a call of the same tool and text as an earlier one has equal arguments, and its
+    answer."""
+    by_text = data.result is None
+    out: list[bool | None] = []
+    for i, name in enumerate(names):
+        if not verdicts[name]:
+            out.append(False)
+            continue
+        first = numbers[i]
+        out.append(out[first] if by_text and first is not None and first < i else data.match(calls[i]))
+    return out
