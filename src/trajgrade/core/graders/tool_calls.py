@@ -281,7 +281,9 @@ def tool_calls(t: Trajectory, c: ToolCallsConfig, name: str) -> GraderResult:
     calls = calls_of(t)
     names = tool_names(calls)
     distinct = list(dict.fromkeys(names))
-    numbers = grading_fact(t, call_texts).arguments_of(calls)
+    matchers = (*(c.required or ()), *(c.disallowed or ()), *(c.sequence or ()))
+    # The calls' numbering by argument text (shared by the grading), when a matcher reads more than the tool's name.
+    numbers = [] if all(_by_name(m) for m in matchers) else grading_fact(t, call_texts).arguments_of(calls)
     try:  # every matcher against every call, so a configuration problem never depends on the verdict
         required = [_row(m, calls, names, distinct, numbers) for m in c.required or ()]
         disallowed = [_row(m, calls, names, distinct, numbers) for m in c.disallowed or ()]

@@ -202,7 +202,8 @@ def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
         for tool in by_tool
         if (c.allowlist is None or tool in c.allowlist) and tool not in c.blocklist and tool not in refused
     }
-    numbers = grading_fact(t, call_texts).arguments_of(calls)
+    # The calls' numbering by argument text (shared by the grading), when there are schemas to check them against.
+    numbers = grading_fact(t, call_texts).arguments_of(calls) if validators else []
     for i in not_plainly_valid(calls, approved, validators, numbers):  # the other calls add nothing below
         step = calls[i]
         assert step.tool is not None
