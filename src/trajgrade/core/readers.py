@@ -25,7 +25,7 @@ from trajgrade.core.otlp_json_types import MISSING_FIELD, REQUEST, SPAN, SPAN_FI
 from trajgrade.core.spans import JsonSpan, SpanEvent, SpanView, decode_id, iter_proto_request, make_event
 from trajgrade.exceptions import TraceDecodeError
 
-__all__ = ["parse_json_request", "parse_proto_request", "read_bytes", "read_path"]
+__all__ = ["file_bytes", "parse_json_request", "parse_proto_request", "read_bytes", "read_path", "source_name"]
 
 _KIND_NAMES = {
     "SPAN_KIND_UNSPECIFIED": 0,
@@ -91,14 +91,22 @@ class _Bad(ValueError):
 
 def read_path(path: str) -> list[SpanView]:
     """Read every span in a file (``-`` is stdin)."""
+    return read_bytes(file_bytes(path), source_name(path))
+
+
+def file_bytes(path: str) -> bytes:
+    """A file's bytes (``-`` is stdin); :class:`~trajgrade.exceptions.TraceDecodeError` when it cannot be read."""
     if path == "-":
-        data = sys.stdin.buffer.read()
-        return read_bytes(data, "<stdin>")
+        return sys.stdin.buffer.read()
     try:
-        data = Path(path).read_bytes()
+        return Path(path).read_bytes()
     except OSError as e:
         raise TraceDecodeError(path, f"cannot read: {e.strerror or e}") from None
-    return read_bytes(data, path)
+
+
+def source_name(path: str) -> str:
+    """How problems name the file at ``path``."""
+    return "<stdin>" if path == "-" else path
 
 
 def read_bytes(data: bytes, source: str) -> list[SpanView]:

@@ -3,19 +3,21 @@ trace data skipped), rebuilt into trajectories, each with the file its root span
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from trajgrade.core.collector import RunCollector
-from trajgrade.core.readers import NOT_TRACE_DATA, read_path
+from trajgrade.core.readers import NOT_TRACE_DATA, file_bytes, read_bytes, source_name
 from trajgrade.core.spans import is_own, is_root
 from trajgrade.core.trajectory import Trajectory, normalize
 from trajgrade.core.trajectory.cost import Price
 from trajgrade.core.trajectory.normalize import SpanRecord
 from trajgrade.exceptions import TraceDecodeError
 
-__all__ = ["FileRun", "expand_paths", "read_runs"]
+__all__ = ["FileRun", "TraceFiles", "expand_paths", "read_runs"]
 
 #: The files of a directory that are read as trace files.
 TRACE_SUFFIXES = (".json", ".jsonl", ".pb", ".otlp")
@@ -42,8 +44,47 @@ def expand_paths(paths: Sequence[str]) -> list[tuple[str, bool]]:
     return out
 
 
+class TraceFiles:
+    """The trace files of ``paths`` (:func:`expand_paths`), each read on a thread one file ahead of its reader: the
+    first from when this is made, each next one while the file before it is decoded and rebuilt. Reading a file
+    waits on the disk and on the copy of its bytes without holding the interpreter's lock, so it goes on beside
+    what the process does meanwhile (the command line's imports and graders file, the file before). At most two
+    files' bytes are held at once; stdin is read when its turn comes."""
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        self.paths = list(paths)
+        self._files = expand_paths(paths)
+        self._reader = ThreadPoolExecutor(1, thread_name_prefix="trajgrade-read")
+        self._ahead = self._read(0)
+
+    def _read(self, i: int) -> Future[list[bytes]] | None:
+        if i >= len(self._files) or self._files[i][0] == "-":
+            return None
+        return self._reader.submit(_boxed_bytes, self._files[i][0])
+
+    def __iter__(self) -> Iterator[tuple[str, bool, Callable[[], bytes]]]:
+        """Each file, whether it was found in a directory, and what gives its bytes (raising
+        :class:`~trajgrade.exceptions.TraceDecodeError` when it cannot be read)."""
+        try:
+            for i, (path, in_directory) in enumerate(self._files):
+                ahead, self._ahead = self._ahead, self._read(i + 1)
+                yield path, in_directory, partial(_unboxed, ahead) if ahead is not None else partial(file_bytes, path)
+        finally:
+            self._reader.shutdown(wait=False, cancel_futures=True)
+
+
+def _boxed_bytes(path: str) -> list[bytes]:
+    """A file's bytes in a list, for :func:`_unboxed` to take out."""
+    return [file_bytes(path)]
+
+
+def _unboxed(read: Future[list[bytes]]) -> bytes:
+    """The bytes read, taken out of the future's result: they go as soon as their reader lets them go."""
+    return read.result().pop()
+
+
 def read_runs(
-    paths: Sequence[str], prices: Mapping[str, Price] | None = None, keep: list[object] | None = None
+    paths: Sequence[str] | TraceFiles, prices: Mapping[str, Price] | None = None, keep: list[object] | None = None
 ) -> tuple[list[FileRun], list[str]]:
     """The runs in ``paths`` in root start order, and the problems to report: a file that cannot be read, and
     input that held spans but gave no run. Runs are made as every door makes them (:mod:`trajgrade.core.collector`):
@@ -55,9 +96,10 @@ def read_runs(
     first_file: dict[str, str] = {}  # where each trace was first seen: the file of a run whose root is missing
     spans_read = 0
     problems: list[str] = []
-    for path, in_directory in expand_paths(paths):
+    files = paths if isinstance(paths, TraceFiles) else TraceFiles(paths)
+    for path, in_directory, data in files:
         try:
-            spans = read_path(path)
+            spans = read_bytes(data(), source_name(path))
         except TraceDecodeError as e:
             if not (in_directory and e.problem.endswith(NOT_TRACE_DATA)):  # a directory's other JSON files
                 problems.append(str(e))
@@ -93,5 +135,5 @@ def read_runs(
     ]
     located.sort(key=lambda r: (r.trajectory.start_unix_nano, r.trajectory.trace_id, r.trajectory.root_span_id))
     if spans_read and not located:
-        problems.append(f"{', '.join(paths)}: {spans_read} span(s) read, but no run among them")
+        problems.append(f"{', '.join(files.paths)}: {spans_read} span(s) read, but no run among them")
     return located, problems

@@ -19,9 +19,8 @@ from trajgrade.exceptions import ConfigError
 from trajgrade.version import __version__
 
 if TYPE_CHECKING:  # the commands import what they use, so that `trajgrade --version` loads nothing
-    from trajgrade.core.runfiles import FileRun
+    from trajgrade.core.runfiles import FileRun, TraceFiles
     from trajgrade.core.running import RunReport
-    from trajgrade.core.trajectory import Trajectory
     from trajgrade.core.trajectory.cost import Price
 
 __all__ = ["main", "run"]
@@ -40,18 +39,20 @@ PYDANTIC_PLUGINS_SETTING = "PYDANTIC_DISABLE_PLUGINS"
 _READ: list[object] = []
 
 
-def _trajectories(paths: Sequence[str], prices: dict[str, Price] | None = None) -> tuple[list[Trajectory], list[str]]:
-    """The runs in ``paths``, and the problems to report (input that held spans but gave no run is one)."""
-    runs, problems = _read_for_life(paths, prices)
-    return [r.trajectory for r in runs], problems
+def _trace_files(paths: Sequence[str]) -> TraceFiles:
+    """The trace files of ``paths``, their reading under way (:class:`~trajgrade.core.runfiles.TraceFiles`): a
+    command starts it first, so that the disk and the copy of the bytes go on beside its imports and graders file."""
+    from trajgrade.core.runfiles import TraceFiles
+
+    return TraceFiles(paths)
 
 
-def _read_for_life(paths: Sequence[str], prices: Mapping[str, Price] | None = None) -> tuple[list[FileRun], list[str]]:
-    """The runs in ``paths`` (:func:`~trajgrade.core.runfiles.read_runs`), kept until the command ends with what
+def _read_for_life(files: TraceFiles, prices: Mapping[str, Price] | None = None) -> tuple[list[FileRun], list[str]]:
+    """The runs in ``files`` (:func:`~trajgrade.core.runfiles.read_runs`), kept until the command ends with what
     reading decoded (:func:`main` lets them go). Call it within :func:`_collection_paused`."""
     from trajgrade.core.runfiles import read_runs
 
-    read = read_runs(paths, prices, keep=_READ)
+    read = read_runs(files, prices, keep=_READ)
     _READ.append(read)
     return read
 
@@ -84,9 +85,11 @@ def _print_problems(problems: Sequence[str]) -> None:
 
 def cmd_trajectory(args: argparse.Namespace) -> int:
     with _collection_paused():
+        files = _trace_files(args.paths)
         from trajgrade.reports.dicts import trajectory_to_dict
 
-        runs, problems = _trajectories(args.paths)
+        read, problems = _read_for_life(files)
+        runs = [r.trajectory for r in read]
     if args.format == "json":
         print(json.dumps({"runs": [trajectory_to_dict(t) for t in runs]}, indent=2, sort_keys=False))
     else:
@@ -141,6 +144,7 @@ def _write_reports(reports: Sequence[tuple[str, RunReport]], fmt: str, output: s
 
 def cmd_grade(args: argparse.Namespace) -> int:
     with _collection_paused():
+        files = _trace_files(args.paths)
         from trajgrade.core.config_loading import load_config
         from trajgrade.core.running import grade_run
 
@@ -149,7 +153,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
         except ConfigError as e:
             print(f"trajgrade: {e}", file=sys.stderr)
             return 2
-        runs, problems = _read_for_life(args.paths, dict(config.prices))
+        runs, problems = _read_for_life(files, dict(config.prices))
     reports = [(run.path, grade_run(config, run.trajectory)) for run in runs]
     _write_reports(reports, args.format, args.output)
     _print_problems(problems)
@@ -160,6 +164,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     with _collection_paused():
+        files = _trace_files(args.candidate)
         from dataclasses import replace
 
         from pydantic import ValidationError
@@ -191,7 +196,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             print(f"trajgrade: {e}", file=sys.stderr)
             return 2
         baseline = tolerance.runs
-        candidate, problems = _read_for_life(args.candidate, dict(config.prices) if config else None)
+        candidate, problems = _read_for_life(files, dict(config.prices) if config else None)
     try:
         pairs, unmatched, missing = match_runs(baseline, candidate, args.key)
     except ValueError as e:
