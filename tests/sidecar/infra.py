@@ -281,7 +281,11 @@ def serve(
         _wait_port(grpc, proc, "trajgrade serve (gRPC)")
         yield s
     finally:
-        if proc.poll() is None:
+        if proc.poll() is not None:  # stopped by the test or on its own: its output is in a failed test's report
+            sys.stderr.write(
+                f"trajgrade serve exited with {proc.returncode}:\n{out.read_text(errors='replace')[-8000:]}"
+            )
+        else:
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(timeout=30)
