@@ -49,7 +49,8 @@ class TraceFiles:
     first from when this is made, each next one while the file before it is decoded and rebuilt. Reading a file
     waits on the disk and on the copy of its bytes without holding the interpreter's lock, so it goes on beside
     what the process does meanwhile (the command line's imports and graders file, the file before). At most two
-    files' bytes are held at once; stdin is read when its turn comes."""
+    files' bytes are held at once; stdin is read when its turn comes. Iterated once: its reading thread stops at
+    the end."""
 
     def __init__(self, paths: Sequence[str]) -> None:
         self.paths = list(paths)
