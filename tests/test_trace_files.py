@@ -3,13 +3,16 @@ thread from when the files are named, each next one while the file before it is 
 ahead; the runs and the problems are those of reading each file in its turn.
 
 The files here are named pipes: a writer can open one only once a reader has it open, so the test sees when
-trajgrade starts reading each file, without timing anything.
+trajgrade starts reading each file, without timing anything. A command that stops before it reads (a bad graders
+file) ends at once, though the pipe it was reading ahead never gets a writer.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -88,3 +91,25 @@ def test_runs_read_ahead_are_the_runs_read_in_turn(tmp_path: Path) -> None:
     assert [trajectory_to_dict(r.trajectory) for r in ahead] == [trajectory_to_dict(r.trajectory) for r in in_turn]
     assert len(ahead) >= 3
     assert problems_ahead == problems and problems[0].startswith(f"{missing}: cannot read: ")
+
+
+@pytest.mark.parametrize(
+    ("command", "problem"),
+    [
+        (["grade", "--config", "{config}"], "graders[0].type: unknown grader type 'nope'"),
+        (["compare", "--max-increase", "speed=1", "{config}"], "--max-increase 'speed=1': use METRIC=FRACTION"),
+    ],
+)
+def test_a_command_that_stops_before_reading_its_files_ends_at_once(
+    tmp_path: Path, command: list[str], problem: str
+) -> None:
+    config = tmp_path / "graders.yaml"
+    config.write_text("graders:\n  - type: nope\n")
+    pipe = _pipe(tmp_path / "run.json")  # read ahead from the start; no writer ever opens it
+    argv = [a.format(config=config) for a in command]
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("trajgrade")), *argv, pipe], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert problem in done.stderr and "Traceback" not in done.stderr
+    _not_opened(pipe)  # the reader is gone with the process

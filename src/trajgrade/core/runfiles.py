@@ -3,8 +3,8 @@ trace data skipped), rebuilt into trajectories, each with the file its root span
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -49,39 +49,53 @@ class TraceFiles:
     first from when this is made, each next one while the file before it is decoded and rebuilt. Reading a file
     waits on the disk and on the copy of its bytes without holding the interpreter's lock, so it goes on beside
     what the process does meanwhile (the command line's imports and graders file, the file before). At most two
-    files' bytes are held at once; stdin is read when its turn comes. Iterated once: its reading thread stops at
-    the end."""
+    files' bytes are held at once; stdin is read when its turn comes. Iterated once."""
 
     def __init__(self, paths: Sequence[str]) -> None:
         self.paths = list(paths)
         self._files = expand_paths(paths)
-        self._reader = ThreadPoolExecutor(1, thread_name_prefix="trajgrade-read")
         self._ahead = self._read(0)
 
-    def _read(self, i: int) -> Future[list[bytes]] | None:
+    def _read(self, i: int) -> _Reading | None:
         if i >= len(self._files) or self._files[i][0] == "-":
             return None
-        return self._reader.submit(_boxed_bytes, self._files[i][0])
+        return _Reading(self._files[i][0])
 
     def __iter__(self) -> Iterator[tuple[str, bool, Callable[[], bytes]]]:
         """Each file, whether it was found in a directory, and what gives its bytes (raising
         :class:`~trajgrade.exceptions.TraceDecodeError` when it cannot be read)."""
+        for i, (path, in_directory) in enumerate(self._files):
+            ahead, self._ahead = self._ahead, self._read(i + 1)
+            yield path, in_directory, ahead.take if ahead is not None else partial(file_bytes, path)
+
+
+class _Reading:
+    """One file's bytes (:func:`~trajgrade.core.readers.file_bytes`), read on a daemon thread of its own: a process
+    that ends before it takes them (a bad graders file, an interrupt) ends at once, without waiting for the disk or
+    for the writer of a named pipe that may never come."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._data: bytes | None = None
+        self._error: BaseException | None = None
+        self._reader = threading.Thread(target=self._run, name="trajgrade-read", daemon=True)
+        self._reader.start()
+
+    def _run(self) -> None:
         try:
-            for i, (path, in_directory) in enumerate(self._files):
-                ahead, self._ahead = self._ahead, self._read(i + 1)
-                yield path, in_directory, partial(_unboxed, ahead) if ahead is not None else partial(file_bytes, path)
-        finally:
-            self._reader.shutdown(wait=False, cancel_futures=True)
+            self._data = file_bytes(self._path)
+        except BaseException as e:  # raised where the bytes are taken
+            self._error = e
 
-
-def _boxed_bytes(path: str) -> list[bytes]:
-    """A file's bytes in a list, for :func:`_unboxed` to take out."""
-    return [file_bytes(path)]
-
-
-def _unboxed(read: Future[list[bytes]]) -> bytes:
-    """The bytes read, taken out of the future's result: they go as soon as their reader lets them go."""
-    return read.result().pop()
+    def take(self) -> bytes:
+        """The bytes, once read; they go as soon as their reader lets them go."""
+        self._reader.join()
+        error, data = self._error, self._data
+        self._error = self._data = None
+        if error is not None:
+            raise error
+        assert data is not None
+        return data
 
 
 def read_runs(
