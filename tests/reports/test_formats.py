@@ -96,6 +96,19 @@ def test_the_command_line_writes_junit_markdown_and_exits_1_on_a_failed_run(tmp_
     assert md.returncode == 1 and md.stdout.startswith("## trajgrade")
 
 
+@pytest.mark.parametrize("command", [["grade", "--config", str(CONFIG)], ["compare", str(fixture_files()[0])]])
+def test_a_report_that_cannot_be_written_is_a_problem_named_with_exit_2(tmp_path: Path, command: list[str]) -> None:
+    out = tmp_path / "missing" / "report.md"
+    run = subprocess.run(
+        [TRAJGRADE, *command, "--format", "markdown", "-o", out, str(fixture_files()[0])],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 2  # not 1: that says a run failed its graders
+    assert f"trajgrade: {out}: cannot write the report: No such file or directory" in run.stderr
+    assert "Traceback" not in run.stderr
+
+
 def test_markdown_puts_failures_first_with_their_explanations(graded: list[tuple[str, RunReport]]) -> None:
     text = to_markdown(grouped(graded))
     assert len(text) < GITHUB_COMMENT_LIMIT

@@ -1,7 +1,7 @@
 """The ``trajgrade`` command: trajectory, grade, validate, graders.
 
 Exit codes: 0 all good; 1 a run failed its graders (``grade``); 2 unreadable input, input that held spans but
-no run, or a bad config (the other inputs are still read and printed).
+no run, a bad config (the other inputs are still read and printed), or a report that cannot be written.
 """
 
 from __future__ import annotations
@@ -100,8 +100,9 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
     return 2 if problems else 0
 
 
-def _write_reports(reports: Sequence[tuple[str, RunReport]], fmt: str, output: str | None) -> None:
-    """Graded runs (each with the file it came from) in ``fmt``, to ``output`` or standard output."""
+def _write_reports(reports: Sequence[tuple[str, RunReport]], fmt: str, output: str | None) -> str | None:
+    """Graded runs (each with the file it came from) in ``fmt``, to ``output`` or standard output; the problem to
+    report when ``output`` cannot be written."""
     groups: dict[str, list[RunReport]] = {}
     for source, report in reports:
         groups.setdefault(source, []).append(report)
@@ -127,7 +128,7 @@ def _write_reports(reports: Sequence[tuple[str, RunReport]], fmt: str, output: s
 
         if output is None:
             print_reports([r for _, r in reports])
-            return
+            return None
         from io import StringIO
 
         from rich.console import Console
@@ -137,9 +138,13 @@ def _write_reports(reports: Sequence[tuple[str, RunReport]], fmt: str, output: s
         text = buffer.getvalue()
     if output is None:
         sys.stdout.write(text)
-    else:
+        return None
+    try:
         with open(output, "w", encoding="utf-8") as f:
             f.write(text)
+    except OSError as e:
+        return f"{output}: cannot write the report: {e.strerror or e}"
+    return None
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
@@ -155,7 +160,8 @@ def cmd_grade(args: argparse.Namespace) -> int:
             return 2
         runs, problems = _read_for_life(files, dict(config.prices))
     reports = [(run.path, grade_run(config, run.trajectory)) for run in runs]
-    _write_reports(reports, args.format, args.output)
+    unwritten = _write_reports(reports, args.format, args.output)
+    problems += [unwritten] if unwritten else []
     _print_problems(problems)
     if problems:
         return 2
@@ -217,7 +223,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         score = sum(r.score for r in results) / len(results)
         suite = graded.suite if graded else None
         reports.append((run.path, RunReport(run.trajectory, suite, results, all(r.passed for r in results), score)))
-    _write_reports(reports, args.format, args.output)
+    unwritten = _write_reports(reports, args.format, args.output)
+    problems += [unwritten] if unwritten else []
     problems += [f"{k}: no baseline run with this {args.key}" for k in unmatched]
     problems += [f"{k}: a baseline run with no candidate" for k in missing]
     _print_problems(problems)
