@@ -131,3 +131,18 @@ def test_sigterm_under_load_delivers_every_acknowledged_span(tmp_path: Path) -> 
     received = backend.span_ids()
     assert set(received.values()) == {1}
     assert len(received) == 7 * len(acknowledged)
+
+
+def test_a_failure_in_trajgrade_itself_exits_3_with_its_traceback_not_1() -> None:
+    # A bug cannot be made of real parts: here a command is replaced by one that raises, in the program's process.
+    program = (
+        "from trajgrade.doors import cli\n"
+        "def broken(args):\n"
+        "    raise RuntimeError('a bug')\n"
+        "cli.cmd_graders = broken\n"
+        "cli.run()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", program, "graders"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 3  # 1 says a run failed its graders
+    assert "RuntimeError: a bug" in out.stderr
+    assert out.stderr.rstrip().endswith("trajgrade: internal error (the traceback above): please report it")

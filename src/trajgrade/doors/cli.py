@@ -1,7 +1,8 @@
 """The ``trajgrade`` command: trajectory, grade, validate, graders.
 
 Exit codes: 0 all good; 1 a run failed its graders (``grade``); 2 unreadable input, input that held spans but
-no run, a bad config (the other inputs are still read and printed), or a report that cannot be written.
+no run, a bad config (the other inputs are still read and printed), or a report that cannot be written; 3
+trajgrade itself failed (a bug: its traceback is printed).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import gc
 import json
 import os
 import sys
+import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -37,6 +39,8 @@ PRICE_UPDATER_IMPORTS = ("httpx2", "asyncio")
 PYDANTIC_PLUGINS_SETTING = "PYDANTIC_DISABLE_PLUGINS"
 #: What the commands read, held until the command ends (see :func:`run`).
 _READ: list[object] = []
+#: The exit code of a command that failed in trajgrade's own code: not 1, which says a run failed its graders.
+INTERNAL_ERROR = 3
 
 
 def _trace_files(paths: Sequence[str]) -> TraceFiles:
@@ -481,8 +485,8 @@ def main(argv: Sequence[str] | None = None, *, ends_process: bool = False) -> in
 
 
 def run() -> NoReturn:
-    """The ``trajgrade`` program: :func:`main`; then, after a command that read trace files, the process ends
-    without Python's teardown.
+    """The ``trajgrade`` program: :func:`main`, an exception out of it exiting ``INTERNAL_ERROR``; then, after a
+    command that read trace files, the process ends without Python's teardown.
 
     The operating system takes back a process's memory at once, where the interpreter would free what the
     command read object by object, then its modules: on a 100,000-step run that is a tenth of a second, and
@@ -490,7 +494,12 @@ def run() -> NoReturn:
     written and closed, and standard output and error are flushed here. Other commands (``serve`` above all,
     whose exit handlers flush what it still holds) end as any program does.
     """
-    code = main(ends_process=True)
+    try:
+        code = main(ends_process=True)
+    except Exception:
+        traceback.print_exc()
+        print("trajgrade: internal error (the traceback above): please report it", file=sys.stderr)
+        code = INTERNAL_ERROR
     if not _READ:
         sys.exit(code)
     for stream in (sys.stdout, sys.stderr):
