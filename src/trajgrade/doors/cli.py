@@ -104,9 +104,9 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
     return 2 if problems else 0
 
 
-def _write_reports(reports: Sequence[tuple[str, RunReport]], fmt: str, output: str | None) -> str | None:
-    """Graded runs (each with the file it came from) in ``fmt``, to ``output`` or standard output; the problem to
-    report when ``output`` cannot be written."""
+def _write_reports(reports: Sequence[tuple[str, RunReport]], fmt: str, output: str | None) -> list[str]:
+    """Graded runs (each with the file it came from) in ``fmt``, to ``output`` or standard output; the problems to
+    report (``output`` cannot be written)."""
     groups: dict[str, list[RunReport]] = {}
     for source, report in reports:
         groups.setdefault(source, []).append(report)
@@ -132,7 +132,7 @@ def _write_reports(reports: Sequence[tuple[str, RunReport]], fmt: str, output: s
 
         if output is None:
             print_reports([r for _, r in reports])
-            return None
+            return []
         from io import StringIO
 
         from rich.console import Console
@@ -142,13 +142,13 @@ def _write_reports(reports: Sequence[tuple[str, RunReport]], fmt: str, output: s
         text = buffer.getvalue()
     if output is None:
         sys.stdout.write(text)
-        return None
+        return []
     try:
         with open(output, "w", encoding="utf-8") as f:
             f.write(text)
     except OSError as e:
-        return f"{output}: cannot write the report: {e.strerror or e}"
-    return None
+        return [f"{output}: cannot write the report: {e.strerror or e}"]
+    return []
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
@@ -164,8 +164,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
             return 2
         runs, problems = _read_for_life(files, dict(config.prices))
     reports = [(run.path, grade_run(config, run.trajectory)) for run in runs]
-    unwritten = _write_reports(reports, args.format, args.output)
-    problems += [unwritten] if unwritten else []
+    problems += _write_reports(reports, args.format, args.output)
     _print_problems(problems)
     if problems:
         return 2
@@ -227,8 +226,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         score = sum(r.score for r in results) / len(results)
         suite = graded.suite if graded else None
         reports.append((run.path, RunReport(run.trajectory, suite, results, all(r.passed for r in results), score)))
-    unwritten = _write_reports(reports, args.format, args.output)
-    problems += [unwritten] if unwritten else []
+    problems += _write_reports(reports, args.format, args.output)
     problems += [f"{k}: no baseline run with this {args.key}" for k in unmatched]
     problems += [f"{k}: a baseline run with no candidate" for k in missing]
     _print_problems(problems)
