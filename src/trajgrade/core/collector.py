@@ -159,15 +159,21 @@ class RunCollector(Generic[P]):
     def read_inbox(self) -> None:
         """Buffer the items put so far (in the order they were put); an item that cannot be read is lost alone,
         logged and counted."""
-        if not self._inbox or self._intake is None:
+        if self._intake is None:
             return
+        # Taken with the inbox empty too: a read under way on another thread ends first, its spans buffered and its
+        # unreadable traces marked, before this caller goes on to take a run whose spans that read holds.
         with self._inbox_lock:
+            if not self._inbox:
+                return
             failed = self._assembler.take(self._inbox, self._intake)
+            for e in failed:
+                if isinstance(e, UnreadableSpan):
+                    self._assembler.mark_unreadable(e.trace)
         for e in failed:
             if isinstance(e, UnreadableSpan):
                 cause = e.__cause__
                 report_internal_error("collecting a run", cause if isinstance(cause, Exception) else e, self._on_error)
-                self._assembler.mark_unreadable(e.trace)
             else:
                 report_internal_error("collecting a run", e, self._on_error)
 
