@@ -380,6 +380,39 @@ def test_a_child_is_buffered_as_its_record() -> None:
     provider.shutdown()
 
 
+@pytest.mark.parametrize("in_flight", [False, True])
+def test_an_open_run_keeps_none_of_the_sdks_span_objects_alive(in_flight: bool) -> None:
+    """What the hook keeps of an ended child until the worker reads it is the span's fields: the ``ReadableSpan``
+    the SDK hands over, and its attribute, event and link holders, go when the SDK lets them go, as they do with no
+    processor at all (the cyclic collector would otherwise walk about ten objects a span). The run is graded whole."""
+    import gc
+
+    reports: list[RunReport] = []
+    # without a worker thread nothing reads the inbox before the root ends (the runs are graded as the root ends)
+    processor = GradingSpanProcessor(CONFIG, in_flight=in_flight, worker=False, on_report=reports.append)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("test")
+
+    def alive(kind: type) -> int:
+        gc.collect()
+        return sum(1 for o in gc.get_objects() if type(o) is kind)
+
+    before = alive(ReadableSpan)
+    with tracer.start_as_current_span("invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        for i in range(50):
+            with tracer.start_as_current_span(
+                "execute_tool search", attributes={"gen_ai.tool.name": "search", "gen_ai.tool.call.id": f"c{i}"}
+            ):
+                pass
+        assert processor._collector.inbox == 50  # held, not read yet
+        assert alive(ReadableSpan) == before
+    assert provider.force_flush()
+    (report,) = reports
+    assert [s.tool.call_id for s in report.trajectory.steps if s.tool is not None] == [f"c{i}" for i in range(50)]
+    provider.shutdown()
+
+
 def test_the_inbox_keeps_each_traces_order_and_loses_only_a_span_it_cannot_read(
     no_reraise: None, reader: InMemoryMetricReader
 ) -> None:
@@ -444,12 +477,13 @@ def test_the_sdk_view_spells_ids_and_reads_status_as_the_public_api_does() -> No
 
 
 def test_an_sdk_span_read_from_its_fields_gives_the_record_its_view_gives() -> None:
-    """``normalize_sdk`` (the worker's reader) reads the fields behind the SDK's properties; its record equals the
-    view's, for spans with events, errors, usage and remote parents, and for a ReadableSpan built by hand."""
+    """``normalize_sdk`` and the worker's intake of what the hook kept (``sdk_held``) read the fields behind the SDK's
+    properties; their record equals the view's, for spans with events, errors, usage and remote parents, and for a
+    ReadableSpan built by hand."""
     from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags, set_span_in_context
 
     from trajgrade.core.spans import SdkSpan
-    from trajgrade.core.trajectory.normalize import normalize, normalize_sdk
+    from trajgrade.core.trajectory.normalize import normalize, normalize_sdk, sdk_held, sdk_intake
 
     ended: list[ReadableSpan] = []
 
@@ -477,6 +511,12 @@ def test_an_sdk_span_read_from_its_fields_gives_the_record_its_view_gives() -> N
     for span in ended:
         for keep in (None, True, False):
             assert normalize_sdk(span, keep) == normalize(SdkSpan(span), keep)
+        held = sdk_held(span)  # what the span processor's hook keeps: the span's fields, read by its worker
+        by_hand = span is ended[-1]  # no attribute or event holders of the SDK's: kept whole, read through its view
+        assert held is span if by_hand else type(held) is tuple
+        assert sdk_intake(held) == sdk_intake(span) == (SdkSpan(span).trace_id, normalize(SdkSpan(span), False))
+    odd = object()  # no SDK fields: kept as it is, for the worker to read (and to count, as it cannot)
+    assert sdk_held(odd) is odd
     records = [normalize_sdk(span) for span in ended]
     assert [(r.kind, r.error, r.error_message) for r in records[:2]] == [
         ("llm_call", True, "boom"),

@@ -134,13 +134,14 @@ def test_grader_that_raises(exploding_loop_grader) -> None:
 def test_span_attributes_that_break_normalization(monkeypatch: pytest.MonkeyPatch) -> None:
     real = trajgrade.doors.processor.sdk_intake
 
-    def sdk_intake(span):
-        if span.attributes.get("app.poison"):
+    def sdk_intake(held):
+        # what the processor kept of the span: its fields (sdk_fields: trace id first, attribute dict eleventh)
+        if held[10].get("app.poison"):
             try:
                 raise ValueError("poisoned attributes")
             except ValueError as e:
-                raise UnreadableSpan(format(span.context.trace_id, "032x")) from e
-        return real(span)
+                raise UnreadableSpan(format(held[0], "032x")) from e
+        return real(held)
 
     monkeypatch.setattr(trajgrade.doors.processor, "sdk_intake", sdk_intake)
     reports = []

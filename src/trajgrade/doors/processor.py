@@ -7,9 +7,10 @@ Wiring::
     # beside other processors: results go on a short child span `evaluation {agent}` of the root
     provider.add_span_processor(GradingSpanProcessor(config))
 
-The hot path (``on_end`` of a non-root span) appends the span to the collector's inbox (no lock, nothing read) and
-hands it downstream at once; the worker reads it into its compact record (the span itself is not kept) within
-``check_interval_s`` (a second with in-flight checks off). Only the root waits, and only for grading, which runs on
+The hot path (``on_end`` of a non-root span) appends the span's fields to the collector's inbox (no lock, nothing
+parsed: ``sdk_held``; the span itself goes when the SDK lets it go, as without trajgrade) and hands the span
+downstream at once; the worker reads them into the span's compact record within ``check_interval_s`` (a second with
+in-flight checks off). Only the root waits, and only for grading, which runs on
 a worker thread. Nothing raises into the application; every drop is counted with a reason; ``shutdown`` and
 ``force_flush`` follow the SDK's contract, and runs still open at shutdown are graded as partial.
 
@@ -55,7 +56,7 @@ from trajgrade.core.inflight import Breach, InFlightChecks
 from trajgrade.core.internal_errors import internal_errors, report_internal_error
 from trajgrade.core.running import RunReport
 from trajgrade.core.spans import sdk_trace
-from trajgrade.core.trajectory.normalize import SpanRecord, classify, normalize_sdk, sdk_intake
+from trajgrade.core.trajectory.normalize import SpanRecord, classify, normalize_sdk, sdk_held, sdk_intake
 from trajgrade.core.worker import Graded, GradingWorker
 
 logger = logging.getLogger(__name__)
@@ -210,7 +211,7 @@ class GradingSpanProcessor(SpanProcessor):
             except AttributeError:
                 parent = span.parent
             if parent is not None and not parent[2] and not self._shutdown:  # parent[2]: is_remote, as in on_start
-                self._put(span)  # the hot path: the worker reads it (``sdk_intake``)
+                self._put(sdk_held(span))  # the hot path: the worker reads it (``sdk_intake``)
             elif self._shutdown:
                 if not self._is_own(span):
                     self._count_drop("already_shutdown")
@@ -251,8 +252,8 @@ class GradingSpanProcessor(SpanProcessor):
         scope = span.instrumentation_scope
         return is_own(scope.name if scope is not None else None)
 
-    def _put_and_read(self, span: ReadableSpan) -> None:
-        self._collector.put(span)
+    def _put_and_read(self, held: Any) -> None:
+        self._collector.put(held)
         if self._collector.inbox >= _INBOX_READ_AT:
             self._collector.read_inbox()
 

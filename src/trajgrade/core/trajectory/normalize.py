@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from trajgrade.core import content_formats as cf
 from trajgrade.core import semconv as sc
@@ -31,7 +31,19 @@ from trajgrade.core.trajectory.model import Usage
 from trajgrade.core.trajectory.records import MISSING, ModelRecord, SpanRecord, ToolRecord, share_strings
 from trajgrade.core.trajectory.span_shape import SpanShape, shape_of
 
-__all__ = ["MISSING", "PartsRef", "SpanRecord", "classify", "normalize", "normalize_sdk", "sdk_intake", "share_strings"]
+__all__ = [
+    "MISSING",
+    "PartsRef",
+    "SdkFields",
+    "SpanRecord",
+    "classify",
+    "normalize",
+    "normalize_sdk",
+    "sdk_fields",
+    "sdk_held",
+    "sdk_intake",
+    "share_strings",
+]
 
 
 def classify(name: str, attributes: Mapping[str, Any]) -> str:
@@ -254,49 +266,113 @@ def normalize(span: SpanView, keep_attributes: bool | None = None) -> SpanRecord
     )
 
 
-def normalize_sdk(span: Any, keep_attributes: bool | None = None) -> SpanRecord:
-    """:func:`normalize` for an ended SDK ``ReadableSpan``, read from the fields behind its properties rather than
-    through its view (the span processor's worker does this for every span the agent ends; ``Any``: the SDK is
-    not imported here)."""
+#: An ended SDK span's fields as ``sdk_fields`` copies them out of the SDK's objects: trace id, span id, parent span
+#: id (ints; the parent's None for a root), whether the parent is remote, name, start and end (ns), whether it
+#: failed, its status message, its events, its attribute dict, its resource's attribute dict, its scope's name.
+SdkFields = tuple[Any, ...]
+_TRACE: Final = 0
+_NAME: Final = 4
+_SCOPE: Final = 12
+
+
+def sdk_fields(span: Any) -> SdkFields | None:
+    """An ended SDK ``ReadableSpan``'s fields (``SdkFields``), read from the fields behind its properties; None for a
+    span built another way, which its view (``SdkSpan``) reads. The attribute dicts are the span's own, which the
+    SDK no longer changes once the span has ended; the rest are strings, numbers and the span's events."""
     try:
         ctx, parent, status = span._context, span._parent, span._status
-        attributes: dict[str, Any] = span._attributes._dict
         events = span._events._dq
-        resource: dict[str, Any] = span._resource._attributes._dict
-    except AttributeError:  # a ReadableSpan built another way: its view reads the public properties
+        fields = (
+            ctx[0],
+            ctx[1],
+            None if parent is None else parent[1],
+            parent is not None and bool(parent[2]),
+            span._name,
+            span._start_time or 0,
+            span._end_time or 0,
+            status._status_code._value_ == STATUS_ERROR,
+            status.description or "",
+            tuple(events) if events else (),
+            span._attributes._dict,
+            span._resource._attributes._dict,
+            span._instrumentation_scope.name if span._instrumentation_scope is not None else None,
+        )
+    except (AttributeError, TypeError, IndexError):  # no context among them (None) is one of these
+        return None
+    return fields
+
+
+def normalize_sdk(span: Any, keep_attributes: bool | None = None) -> SpanRecord:
+    """:func:`normalize` for an ended SDK ``ReadableSpan``, read from its fields (``sdk_fields``) rather than
+    through its view (``Any``: the SDK is not imported here)."""
+    fields = sdk_fields(span)
+    if fields is None:
         return normalize(SdkSpan(span), keep_attributes)
-    if ctx is None:
-        return normalize(SdkSpan(span), keep_attributes)
-    start = span._start_time or 0
-    failed = status._status_code._value_ == STATUS_ERROR
+    return _sdk_record(fields, keep_attributes)
+
+
+def _sdk_record(fields: SdkFields, keep_attributes: bool | None) -> SpanRecord:
+    start: int = fields[5]
+    failed: bool = fields[7]
+    events = fields[9]
+    parent = fields[2]
     return _record(
-        sdk_trace_id(ctx[0]),
-        sdk_span_id(ctx[1]),
-        sdk_parent_id(parent[1]) if parent is not None else None,
-        parent is not None and bool(parent[2]),
-        span._name,
+        sdk_trace_id(fields[0]),
+        sdk_span_id(fields[1]),
+        None if parent is None else sdk_parent_id(parent),
+        fields[3],
+        fields[4],
         start,
-        span._end_time or start,
+        fields[6] or start,
         failed,
-        (status.description or "") if failed else "",
+        fields[8] if failed else "",
         sdk_events(events) if events else (),
-        attributes,
-        resource,
+        fields[10],
+        fields[11],
         keep_attributes,
     )
 
 
-def sdk_intake(span: Any) -> tuple[str, SpanRecord] | None:
-    """What the span processor's worker makes of an ended SDK span that is not a root: its trace (``sdk_trace``)
-    and its record; None for trajgrade's own evaluation span (known by its name and scope before it is read: it
-    carries a run's results as events). ``UnreadableSpan`` (from the error) for a span that cannot be read."""
+def sdk_held(span: Any) -> Any:
+    """What the span processor keeps of an ended SDK span that is not a root, until its worker reads it
+    (``sdk_intake``): the span's fields (``sdk_fields``), or the span itself when they cannot be read so.
+
+    Kept this way, the span and the SDK's objects around it go when the SDK lets them go, as without trajgrade.
+    Held until the worker's next look, they were about ten objects a span for the cyclic garbage collector to walk
+    again and again, and then to free: the fields are one tuple, which it stops walking at its first look when its
+    values are strings and numbers (as GenAI attributes are). Never raises: it runs on the application's thread."""
     try:
-        if _is_evaluation_span(span):
+        fields = sdk_fields(span)
+    except Exception:  # a span odd enough to fail here is read, and its failure counted, by the worker
+        return span
+    return span if fields is None else fields
+
+
+def sdk_intake(item: Any) -> tuple[str, SpanRecord] | None:
+    """What the span processor's worker makes of what it kept of an ended span that is not a root (``sdk_held``): its
+    trace and its record; None for trajgrade's own evaluation span (known by its name and scope before it is read:
+    it carries a run's results as events). ``UnreadableSpan`` (from the error) for a span that cannot be read."""
+    if type(item) is tuple:
+        fields: SdkFields = item
+        if _is_evaluation(fields[_NAME], fields[_SCOPE]):
             return None
-        record = normalize_sdk(span, keep_attributes=False)
+        try:
+            record = _sdk_record(fields, False)
+        except Exception as e:
+            raise UnreadableSpan(sdk_trace_id(fields[_TRACE])) from e
+        return record.trace_id, record
+    try:
+        if _is_evaluation_span(item):
+            return None
+        record = normalize_sdk(item, keep_attributes=False)
     except Exception as e:
-        raise UnreadableSpan(sdk_trace(span)) from e
+        raise UnreadableSpan(sdk_trace(item)) from e
     return record.trace_id, record
+
+
+def _is_evaluation(name: Any, scope: str | None) -> bool:
+    """Whether a span of this name and scope is trajgrade's own evaluation span."""
+    return isinstance(name, str) and name.startswith(sc.EVALUATION_SPAN_PREFIX) and scope == sc.TRAJGRADE_SCOPE
 
 
 def _is_evaluation_span(span: Any) -> bool:
@@ -308,7 +384,7 @@ def _is_evaluation_span(span: Any) -> bool:
     if not (isinstance(name, str) and name.startswith(sc.EVALUATION_SPAN_PREFIX)):
         return False
     scope = span.instrumentation_scope
-    return scope is not None and scope.name == sc.TRAJGRADE_SCOPE
+    return _is_evaluation(name, scope.name if scope is not None else None)
 
 
 def _record(
