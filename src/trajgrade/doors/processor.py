@@ -10,9 +10,9 @@ Wiring::
 The hot path (``on_end`` of a non-root span) appends the span's fields to the collector's inbox (no lock, nothing
 parsed: ``sdk_held``; the span itself goes when the SDK lets it go, as without trajgrade) and hands the span
 downstream at once; the worker reads them into the span's compact record within ``check_interval_s`` (a second with
-in-flight checks off). Only the root waits, and only for grading, which runs on
-a worker thread. Nothing raises into the application; every drop is counted with a reason; ``shutdown`` and
-``force_flush`` follow the SDK's contract, and runs still open at shutdown are graded as partial.
+in-flight checks off). Only the root waits, and only for grading, which runs on a worker thread. Nothing raises into
+the application; every drop is counted with a reason; ``shutdown`` and ``force_flush`` follow the SDK's contract,
+and runs still open at shutdown are graded as partial.
 
 In flight, the worker reads the spans of open runs as they end (every ``check_interval_s``) and checks the
 graders that can break before the end (``inflight``). A breach is emitted at once: a ``gen_ai.evaluation.result``

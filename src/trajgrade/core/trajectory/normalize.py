@@ -337,10 +337,10 @@ def sdk_held(span: Any) -> Any:
     """What the span processor keeps of an ended SDK span that is not a root, until its worker reads it
     (``sdk_intake``): the span's fields (``sdk_fields``), or the span itself when they cannot be read so.
 
-    Kept this way, the span and the SDK's objects around it go when the SDK lets them go, as without trajgrade.
-    Held until the worker's next look, they were about ten objects a span for the cyclic garbage collector to walk
-    again and again, and then to free: the fields are one tuple, which it stops walking at its first look when its
-    values are strings and numbers (as GenAI attributes are). Never raises: it runs on the application's thread."""
+    Kept this way, the span and the SDK's objects around it go when the SDK lets them go, as without trajgrade:
+    held until the worker's next look, they would be about ten objects a span for the cyclic garbage collector to
+    walk again and again, where the fields are one tuple, which it stops walking at its first look when its values
+    are strings and numbers (as GenAI attributes are). Never raises: it runs on the application's thread."""
     try:
         fields = sdk_fields(span)
     except Exception:  # a span odd enough to fail here is read, and its failure counted, by the worker
