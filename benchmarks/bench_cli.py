@@ -111,7 +111,7 @@ def figures() -> list[Figure]:
             path.write_text(json.dumps(synthetic_otlp(steps)))
         report = Path(tmp) / "report.md"
         for path in files.values():
-            _run(_grade(path, report))  # the file system's caches warm
+            _run(_grade(path, report))  # the file system's caches warm, and genai-prices' answers kept (price_cache.py)
         (version, version_cpu), (tiny, tiny_cpu), (small, small_cpu) = _medians(
             [[str(TRAJGRADE), "--version"], _grade(files[TINY_STEPS], report), _grade(files[SMALL_STEPS], report)],
             repeat=21,

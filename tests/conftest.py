@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import ast
+import atexit
 import importlib
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,10 @@ FIXTURES = TESTS / "fixtures"
 sys.path.insert(0, str(TESTS))
 # trajgrade's own tests see its internal errors raised (a test that checks the agent keeps running sets it to 0)
 os.environ.setdefault("TRAJGRADE_RAISE_INTERNAL_ERRORS", "1")
+# what trajgrade keeps between processes (genai-prices' answers) goes to a directory of the test session's own, for
+# it and the processes it starts, never to the user's
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="trajgrade-tests-cache-")
+atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], True)
 
 
 def _setup_list(name: str) -> list[str]:

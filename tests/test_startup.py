@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,7 @@ def _command(argv: list[str], then: str = "", env: dict[str, str] | None = None)
     """What the command line's process (``main(..., ends_process=True)``, as ``run`` calls it) ran of each module
     in ``HEAVY`` and of genai-prices, its exit code, whether pydantic looked for plugins, and what ``then`` printed
     (code run after it); ``env``: what the process's environment sets besides the test's own (which loses any
-    pydantic plugin setting)."""
+    pydantic plugin setting). The process has a cache directory of its own, empty: no price is kept from another."""
     code = (
         "import io, json, sys\n"
         "from contextlib import redirect_stdout\n"
@@ -78,10 +79,12 @@ def _command(argv: list[str], then: str = "", env: dict[str, str] | None = None)
         f"{then}\n"
         "print(json.dumps({'exit': exit_code, 'ran': ran, 'plugins_sought': plugins_sought}))\n"
     )
-    environment = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"} | (env or {})
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=environment
-    ).stdout
+    with tempfile.TemporaryDirectory() as cache:  # no price kept from an earlier process: genai-prices answers
+        environment = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+        environment |= {"XDG_CACHE_HOME": cache} | (env or {})
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=environment
+        ).stdout
     lines = out.splitlines()
     return {**json.loads(lines[-1]), "printed": lines[:-1]}
 
@@ -143,6 +146,22 @@ def test_pydantic_looks_for_no_plugins_unless_the_environment_says(
     done = _command(["grade", "--config", str(config), str(PRICED_RUN)], env=env)
     assert done["exit"] == 0
     assert done["plugins_sought"] is sought
+
+
+def test_a_command_prices_from_the_answers_an_earlier_one_kept_without_genai_prices(tmp_path: Path) -> None:
+    config = tmp_path / "graders.yaml"
+    config.write_text("graders:\n  - {name: spend, type: cost, max_usd: 1.0}\n")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    reports = []
+    for n in (1, 2):
+        report = tmp_path / f"report{n}.json"
+        done = _command(
+            ["grade", "--config", str(config), "--format", "json", "-o", str(report), str(PRICED_RUN)], env=env
+        )
+        assert done["exit"] == 0 and done["ran"]["genai_prices"] is (n == 1)
+        reports.append(json.loads(report.read_text()))
+    assert reports[0] == reports[1]
+    assert reports[0]["runs"][0]["summary"]["cost_usd"] > 0
 
 
 def test_the_price_updater_works_after_the_command_line_deferred_its_imports(tmp_path: Path) -> None:

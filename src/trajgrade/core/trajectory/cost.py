@@ -4,7 +4,8 @@ Prices come from the user's overrides first, then from ``genai-prices`` (the ``p
 is bundled and it never goes to the network unless asked). An unknown model gives an unknown cost, never
 zero. Per-token rates are looked up once per (model, provider) at a 1,000-token request size, so long
 runs cost one look-up per model, not one per call (the cache rates only for a model whose calls read or
-write the cache); tiered prices above that size are not applied.
+write the cache); tiered prices above that size are not applied. What genai-prices answers is kept on disk for
+the next process (``price_cache.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 
 from trajgrade.core import semconv as sc
 from trajgrade.core.trajectory.model import Usage
+from trajgrade.core.trajectory.price_cache import remembered
 
 __all__ = ["Price", "call_cost", "load_prices"]
 
@@ -81,6 +83,13 @@ def load_prices() -> None:
 @functools.lru_cache(maxsize=512)
 def _genai_rates(model: str, provider: str | None) -> tuple[float, float] | None:
     """USD per million input and output tokens (``None`` when genai-prices does not know the model)."""
+    rates = remembered("rates", model, provider, lambda: _looked_up_rates(model, provider))
+    if rates is None or rates[0] is None or rates[1] is None:
+        return None
+    return rates[0], rates[1]
+
+
+def _looked_up_rates(model: str, provider: str | None) -> tuple[float, float] | None:
     input_rate = _per_million(model, provider, input_tokens=_PROBE_TOKENS, output_tokens=0)
     output_rate = _per_million(model, provider, input_tokens=0, output_tokens=_PROBE_TOKENS)
     if input_rate is None or output_rate is None:
@@ -93,10 +102,16 @@ def _genai_cache_rates(model: str, provider: str | None) -> tuple[float | None, 
     """USD per million cache-read and cache-write tokens, looked up for the first call that has them (each
     look-up takes milliseconds)."""
     n = _PROBE_TOKENS
-    return (
-        _per_million(model, provider, input_tokens=n, cache_read_tokens=n, output_tokens=0),
-        _per_million(model, provider, input_tokens=n, cache_write_tokens=n, output_tokens=0),
+    rates = remembered(
+        "cache rates",
+        model,
+        provider,
+        lambda: (
+            _per_million(model, provider, input_tokens=n, cache_read_tokens=n, output_tokens=0),
+            _per_million(model, provider, input_tokens=n, cache_write_tokens=n, output_tokens=0),
+        ),
     )
+    return (None, None) if rates is None else rates
 
 
 def _per_million(model: str, provider: str | None, **tokens: int) -> float | None:
