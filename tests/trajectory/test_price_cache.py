@@ -81,8 +81,9 @@ def test_a_bad_answer_is_looked_up_again(tmp_path: Path) -> None:
         cache_file.write_text(json.dumps({**kept, "answers": {**kept["answers"], gpt: bad}}))
         assert _priced(tmp_path) == first | {"imported": True}, bad
         assert _kept(tmp_path) == kept
-    cache_file.write_text("{not json")
-    assert _priced(tmp_path) == first | {"imported": True}
+    for not_json in ("{not json", "[" * 100_000):
+        cache_file.write_text(not_json)
+        assert _priced(tmp_path) == first | {"imported": True}
 
 
 def test_a_cache_that_cannot_be_written_leaves_genai_prices_to_answer(tmp_path: Path) -> None:

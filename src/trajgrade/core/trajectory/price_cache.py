@@ -29,7 +29,8 @@ from trajgrade.version import __version__
 
 __all__ = ["Answer", "cache_path", "remembered"]
 
-#: Rates per million tokens, either unknown (``None``); or ``None`` for a model genai-prices does not know.
+#: Two rates per million tokens (each ``None`` where genai-prices cannot say), or ``None`` for a model it does not
+#: know.
 Answer = tuple[float | None, float | None] | None
 
 #: Answers a file keeps at most (a process asks about a few models).
@@ -86,7 +87,7 @@ def _installed_stamp() -> str:
 def _read(stamp: str) -> dict[str, Answer]:
     try:
         kept: Any = json.loads(cache_path().read_bytes())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError, RuntimeError):  # RuntimeError: no home directory
         return {}
     if not isinstance(kept, dict) or kept.get("table") != stamp or not isinstance(kept.get("answers"), dict):
         return {}
@@ -111,8 +112,8 @@ def _answer(value: list[Any] | None) -> Answer:
 def _write(table: dict[str, Answer]) -> None:
     """The answers written whole to a file beside the cache file, which then replaces it (a reader sees one or the
     other; of two processes writing at once, one's answers are kept)."""
-    path = cache_path()
     try:
+        path = cache_path()
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".genai-prices.", suffix=".json")
         try:
@@ -122,5 +123,5 @@ def _write(table: dict[str, Answer]) -> None:
         except BaseException:
             os.unlink(tmp)
             raise
-    except OSError:
+    except (OSError, RuntimeError):
         pass
