@@ -117,7 +117,7 @@ def figures() -> list[Figure]:
             repeat=21,
         )
         beyond_s, beyond_cpu = _beyond(files[TINY_STEPS], files[SMALL_STEPS], report, repeat=21)
-        ((large, large_cpu),) = _medians([_grade(files[LARGE_STEPS], report)], repeat=5)
+        ((large, large_cpu),) = _medians([_grade(files[LARGE_STEPS], report)], repeat=9)
         sizes = {n: p.stat().st_size / 2**20 for n, p in files.items()}
     start_up = "trajgrade grade, 1 step"
     beyond = beyond_s * 1000
