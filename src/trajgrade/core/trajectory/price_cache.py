@@ -1,6 +1,6 @@
 """genai-prices' answers kept on disk from one process to the next.
 
-genai-prices takes about a tenth of a second to import and load its bundled table: a quarter of what the command
+genai-prices takes a tenth of a second or more to import and load its bundled table: a quarter of what the command
 line takes to grade a small file. What ``cost.py`` asks of it (a model's rates per million tokens) is kept in a
 file under the user's cache directory (``$XDG_CACHE_HOME/trajgrade``, else ``~/.cache/trajgrade``), so that a
 process that prices only models priced before never imports it.
@@ -106,7 +106,8 @@ def _valid(value: Any) -> bool:
 def _answer(value: list[Any] | None) -> Answer:
     if value is None:
         return None
-    return (None if value[0] is None else float(value[0]), None if value[1] is None else float(value[1]))
+    first, second = (None if v is None else float(v) for v in value)
+    return first, second
 
 
 def _write(table: dict[str, Answer]) -> None:
