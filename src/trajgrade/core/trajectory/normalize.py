@@ -352,21 +352,18 @@ def sdk_intake(item: Any) -> tuple[str, SpanRecord] | None:
     """What the span processor's worker makes of what it kept of an ended span that is not a root (``sdk_held``): its
     trace and its record; None for trajgrade's own evaluation span (known by its name and scope before it is read:
     it carries a run's results as events). ``UnreadableSpan`` (from the error) for a span that cannot be read."""
-    if type(item) is tuple:
-        fields: SdkFields = item
-        if _is_evaluation(fields[_NAME], fields[_SCOPE]):
-            return None
-        try:
-            record = _sdk_record(fields, False)
-        except Exception as e:
-            raise UnreadableSpan(sdk_trace_id(fields[_TRACE])) from e
-        return record.trace_id, record
+    fields: SdkFields | None = item if type(item) is tuple else None  # else a span kept whole, read through its view
     try:
-        if _is_evaluation_span(item):
-            return None
-        record = normalize_sdk(item, keep_attributes=False)
+        if fields is not None:
+            if _is_evaluation(fields[_NAME], fields[_SCOPE]):
+                return None
+            record = _sdk_record(fields, False)
+        else:
+            if _is_evaluation_span(item):
+                return None
+            record = normalize_sdk(item, keep_attributes=False)
     except Exception as e:
-        raise UnreadableSpan(sdk_trace(item)) from e
+        raise UnreadableSpan(sdk_trace_id(fields[_TRACE]) if fields is not None else sdk_trace(item)) from e
     return record.trace_id, record
 
 
