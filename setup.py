@@ -1,6 +1,6 @@
 """The compiled parts of the package (the rest is in pyproject.toml).
 
-- The sidecar's OTLP reader and result encoder, in C (``_protowire.c``).
+- The sidecar's OTLP reader and its encoder of results and log events, in C (``_protowire.c``).
 - The modules every span and every tool call goes through, compiled from their typed Python with mypyc: the
   trace file readers and the span views (of the SDK, of protobuf, of OTLP/JSON), the span records and the
   trajectory model, normalization, the build (the span tree, tool requests, content, summaries), prices, the

@@ -1,4 +1,5 @@
-"""The sidecar's OTLP reader (``_protowire.c``) reads what protobuf's own parser reads, and refuses clearly."""
+"""The sidecar's OTLP reader (``_protowire.c``) reads what protobuf's own parser reads, and refuses clearly; its
+encoders write what protobuf's own serializer writes."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1 import common_pb2
+from opentelemetry.proto.logs.v1 import logs_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 from protobuf_bytes import field as pb_field
 from protobuf_bytes import varint
@@ -20,7 +22,7 @@ from trajgrade.core import semconv as sc
 from trajgrade.core.readers import read_path
 from trajgrade.core.spans import ProtoSpan, proto_attributes
 from trajgrade.core.trajectory.normalize import normalize
-from trajgrade.doors.sidecar._protowire import encode_result_fields, read_request, read_span
+from trajgrade.doors.sidecar._protowire import encode_log_record, encode_result_fields, read_request, read_span
 from trajgrade.doors.sidecar.otlp import BadRequest, decode_body, parse_protobuf
 
 FILES = fixture_files()
@@ -265,35 +267,37 @@ def test_bad_arguments_are_type_errors() -> None:
 
 
 # --- result fields ------------------------------------------------------------------------------------------
+def _put(kvs: Any, values: dict[str, Any]) -> None:
+    """``values`` as KeyValues with protobuf's Python API: the oracle of the encoders."""
+    for key, value in values.items():
+        _set_value(kvs.add(key=key).value, value)
+
+
+def _set_value(target: common_pb2.AnyValue, value: Any) -> None:
+    if isinstance(value, bool):
+        target.bool_value = value
+    elif isinstance(value, int):
+        target.int_value = value
+    elif isinstance(value, float):
+        target.double_value = value
+    elif isinstance(value, str):
+        target.string_value = value
+    elif isinstance(value, bytes):
+        target.bytes_value = value
+    elif isinstance(value, list | tuple):
+        target.array_value.SetInParent()
+        for item in value:
+            _set_value(target.array_value.values.add(), item)
+    else:
+        target.string_value = str(value)
+
+
 def _protobuf_fields(events: list[dict[str, Any]], attributes: dict[str, Any], when: int, name: str) -> bytes:
     """The same fields built with protobuf's Python API: the oracle of the encoder."""
-
-    def put(kvs: Any, values: dict[str, Any]) -> None:
-        for key, value in values.items():
-            set_value(kvs.add(key=key).value, value)
-
-    def set_value(target: common_pb2.AnyValue, value: Any) -> None:
-        if isinstance(value, bool):
-            target.bool_value = value
-        elif isinstance(value, int):
-            target.int_value = value
-        elif isinstance(value, float):
-            target.double_value = value
-        elif isinstance(value, str):
-            target.string_value = value
-        elif isinstance(value, bytes):
-            target.bytes_value = value
-        elif isinstance(value, list | tuple):
-            target.array_value.SetInParent()
-            for item in value:
-                set_value(target.array_value.values.add(), item)
-        else:
-            target.string_value = str(value)
-
     fields = trace_pb2.Span()
     for attrs in events:
-        put(fields.events.add(time_unix_nano=when, name=name).attributes, attrs)
-    put(fields.attributes, attributes)
+        _put(fields.events.add(time_unix_nano=when, name=name).attributes, attrs)
+    _put(fields.attributes, attributes)
     return fields.SerializeToString()
 
 
@@ -325,6 +329,34 @@ def test_result_fields_refuse_what_protobuf_refuses() -> None:
         _protobuf_fields([], {"n": 2**63}, 1, "e")
     with pytest.raises(TypeError):
         encode_result_fields([{1: "not a str key"}], {}, 1, "e")  # type: ignore[dict-item]
+
+
+@READER
+@given(
+    _RESULT_ATTRIBUTES,
+    st.sampled_from([b"", b"\x01" * 16]),
+    st.sampled_from([b"", b"\x02" * 8]),
+    st.integers(0, 2**32 - 1),
+    st.integers(0, 2**64 - 1),
+    st.sampled_from(["", "gen_ai.evaluation.result"]),
+)
+def test_a_log_record_encodes_as_protobuf_encodes_it(
+    attributes: dict[str, Any], trace_id: bytes, span_id: bytes, flags: int, observed: int, name: str
+) -> None:
+    encoded = encode_log_record(attributes, trace_id, span_id, flags, observed, name)
+    record = logs_pb2.LogRecord(
+        flags=flags, trace_id=trace_id, span_id=span_id, observed_time_unix_nano=observed, event_name=name
+    )
+    record.body.SetInParent()  # an empty body, as the SDK's encoder writes a record without one
+    _put(record.attributes, attributes)
+    assert encoded == logs_pb2.ScopeLogs(log_records=[record]).SerializeToString()
+
+
+def test_a_log_record_refuses_what_protobuf_refuses() -> None:
+    with pytest.raises(ValueError, match="out of range"):
+        encode_log_record({"n": 2**63}, b"", b"", 0, 1, "e")
+    with pytest.raises(TypeError):
+        encode_log_record({1: "not a str key"}, b"", b"", 0, 1, "e")  # type: ignore[dict-item]
 
 
 def _one_span(**fields: Any) -> trace_pb2.Span:

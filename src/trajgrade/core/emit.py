@@ -253,24 +253,26 @@ def log_records(
 ) -> None:
     """Emit the results as log-based ``gen_ai.evaluation.result`` events, each in the context of the span it
     evaluates: its step's (with the step's ``gen_ai.response.id``), or the run's root's. ``made``: the results'
-    attributes when made already (``results_attributes``; each is copied, not changed)."""
+    attributes when made already (``results_attributes``; not changed: a copy takes a step's response id)."""
     root_context = span_context_of(root)
     if root_context is None:
         return
+    root_ctx: Context = set_span_in_context(NonRecordingSpan(root_context))
     steps: dict[str, Step] | None = None  # by span id, made for the first result with evidence spans
     for i, result in enumerate(report.results):
-        event = result_attributes(result) if made is None else dict(made[i])
-        span_context = root_context
+        event = result_attributes(result) if made is None else made[i]
+        ctx = root_ctx
         step = None
         if any(evidence.span_ids for evidence in result.evidence):
             if steps is None:
                 steps = {step.span_id: step for step in report.trajectory.steps}
             step = _evaluated_step(result, steps)
         if step is not None:
-            span_context = _span_context(root.trace_id, step.span_id) or root_context
+            step_context = _span_context(root.trace_id, step.span_id)
+            if step_context is not None:
+                ctx = set_span_in_context(NonRecordingSpan(step_context))
             if step.kind == "llm_call" and step.response_id is not None:
-                event[sc.RESPONSE_ID] = step.response_id
-        ctx: Context = set_span_in_context(NonRecordingSpan(span_context))
+                event = {**event, sc.RESPONSE_ID: step.response_id}
         logger.emit(event_name=sc.EVALUATION_RESULT_EVENT, attributes=event, context=ctx)
 
 

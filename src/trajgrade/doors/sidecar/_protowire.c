@@ -16,7 +16,8 @@
  * strings must be UTF-8. Anything malformed raises ValueError naming the field and the byte offset.
  *
  * Encoding (encode_result_fields) writes a run's result events and verdict attributes as ``Span`` fields
- * (events = 11, attributes = 9), to be appended to the root's own bytes (concatenated messages merge).
+ * (events = 11, attributes = 9), to be appended to the root's own bytes (concatenated messages merge);
+ * encode_log_record writes one log event as a ``ScopeLogs.log_records`` entry.
  *
  * ``tests/sidecar/test_protowire.py`` checks both against protobuf's own parser and serializer.
  */
@@ -956,6 +957,12 @@ static int put_fixed64(Out *o, uint32_t field, uint64_t v) {
     return put_varint(o, field << 3 | 1) < 0 ? -1 : put(o, bytes, 8);
 }
 
+static int put_fixed32(Out *o, uint32_t field, uint32_t v) {
+    uint8_t bytes[4];
+    for (int i = 0; i < 4; i++) bytes[i] = (uint8_t)(v >> (8 * i));
+    return put_varint(o, field << 3 | 5) < 0 ? -1 : put(o, bytes, 4);
+}
+
 static int put_delimited(Out *o, uint32_t field, const char *bytes, Py_ssize_t n) {
     if (put_varint(o, field << 3 | 2) < 0 || put_varint(o, (uint64_t)n) < 0) return -1;
     return put(o, bytes, n);
@@ -1074,6 +1081,34 @@ static PyObject *encode_result_fields(PyObject *module, PyObject *args) {
     return out;
 }
 
+/* A LogRecord (ScopeLogs.log_records, field 2) as the SDK's OTLP encoder writes the record its Logger.emit makes:
+ * an empty body, the attributes, the span context's flags, trace and span ids, the time it was observed and the
+ * event's name; each left out when zero or empty, as protobuf leaves out a default. */
+static PyObject *encode_log_record(PyObject *module, PyObject *args) {
+    PyObject *attributes;
+    const char *trace, *span, *name;
+    Py_ssize_t trace_n, span_n, name_n;
+    unsigned int flags;
+    unsigned long long observed;
+    if (!PyArg_ParseTuple(args, "O!y#y#IKs#:encode_log_record", &PyDict_Type, &attributes, &trace, &trace_n, &span,
+                          &span_n, &flags, &observed, &name, &name_n))
+        return NULL;
+    static const char empty_body[] = {5 << 3 | 2, 0};
+    Out record = {0}, o = {0};
+    if (put(&record, empty_body, 2) < 0 || put_attributes(&record, 6, attributes) < 0 ||
+        (flags && put_fixed32(&record, 8, flags) < 0) || (trace_n && put_delimited(&record, 9, trace, trace_n) < 0) ||
+        (span_n && put_delimited(&record, 10, span, span_n) < 0) ||
+        (observed && put_fixed64(&record, 11, observed) < 0) ||
+        (name_n && put_delimited(&record, 12, name, name_n) < 0) || put_message(&o, 2, &record) < 0) {
+        PyMem_Free(record.data);
+        PyMem_Free(o.data);
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(o.data ? o.data : "", o.len);
+    PyMem_Free(o.data);
+    return out;
+}
+
 static PyObject *encode_attributes(PyObject *module, PyObject *args) {
     PyObject *attributes;
     unsigned int field;
@@ -1108,6 +1143,11 @@ static PyMethodDef methods[] = {
      "Span fields: one event named event_name at time_unix_nano per dict of attributes in events, then the\n"
      "attributes. Values as protobuf's Python API sets an AnyValue: bool, int, float, str, list or tuple of\n"
      "those, anything else as its str()."},
+    {"encode_log_record", encode_log_record, METH_VARARGS,
+     "encode_log_record(attributes, trace_id, span_id, flags, observed_unix_nano, event_name) -> bytes\n\n"
+     "One LogRecord as a ScopeLogs.log_records field (2): an empty body, the attributes (values as\n"
+     "encode_result_fields encodes them), the flags, the ids (16 and 8 bytes, or empty for none), the time it was\n"
+     "observed and the event's name; a zero or empty one is left out, as protobuf leaves out a default."},
     {"encode_attributes", encode_attributes, METH_VARARGS,
      "encode_attributes(attributes, field) -> bytes\n\n"
      "One KeyValue per item of attributes, each as field number field of the enclosing message; values as\n"

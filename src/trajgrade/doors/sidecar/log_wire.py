@@ -2,8 +2,8 @@
 
 A graded run's events (and an in-flight breach's) make one request: the run's resource and trajgrade's scope
 encoded once, each event a ``LogRecord`` as the SDK's OTLP encoder writes the record its ``Logger.emit`` makes (no
-severity, an empty body, the span context's ids and flags, the time it was observed), its attributes encoded by
-``_protowire.c``, as the results on a root span are. The request goes to a :class:`~.forward.Forwarder` per target
+severity, an empty body, the span context's ids and flags, the time it was observed), encoded by ``_protowire.c``,
+as the results on a root span are. The request goes to a :class:`~.forward.Forwarder` per target
 (``/v1/logs`` or the logs service), which merges the requests queued while it sends, and retries with back-off.
 No SDK log record is made for an event: the SDK's would clean each attribute value again, and its batch processor
 would hand the records over to an encoder one at a time.
@@ -22,15 +22,13 @@ from opentelemetry.trace import get_current_span
 
 from trajgrade.core import semconv as sc
 from trajgrade.core.run_logs import EventWriter
-from trajgrade.doors.sidecar._protowire import encode_attributes
+from trajgrade.doors.sidecar._protowire import encode_attributes, encode_log_record
 from trajgrade.doors.sidecar.forward import Batch, Forwarder
 from trajgrade.version import __version__
 
 __all__ = ["WireEvents"]
 
 logger = logging.getLogger(__name__)
-
-_EMPTY_BODY = b"\x2a\x00"  # as the SDK's encoder writes a record without a body
 
 
 def _varint(value: int) -> bytes:
@@ -50,39 +48,17 @@ def _delimited(field: int, payload: bytes) -> bytes:
 _SCOPE = _delimited(1, _delimited(1, sc.TRAJGRADE_SCOPE.encode()) + _delimited(2, __version__.encode()))
 
 
-# A LogRecord's fields, their tags (and the length of the fixed-size ones) written once.
-_FLAGS = bytes([8 << 3 | 5])  # fixed32
-_TRACE_ID = bytes([9 << 3 | 2, 16])
-_SPAN_ID = bytes([10 << 3 | 2, 8])
-_OBSERVED = bytes([11 << 3 | 1])  # fixed64
-_EVENT_NAMES: dict[str, bytes] = {}
-
-
-def _event_name(name: str | None) -> bytes:
-    if not name:
-        return b""
-    field = _EVENT_NAMES.get(name)
-    if field is None:
-        field = _EVENT_NAMES[name] = _delimited(12, name.encode())
-    return field
-
-
 def _record(event_name: str | None, attributes: dict[str, Any] | None, context: Context | None) -> bytes:
     """A ``LogRecord`` (``ScopeLogs.log_records``) in the context's span, observed now."""
     span = get_current_span(context).get_span_context()
-    flags = int(span.trace_flags)
-    fields = b"".join(
-        (
-            _EMPTY_BODY,
-            encode_attributes(attributes if attributes is not None else {}, 6),
-            _FLAGS + flags.to_bytes(4, "little") if flags else b"",
-            _TRACE_ID + span.trace_id.to_bytes(16, "big") if span.trace_id else b"",
-            _SPAN_ID + span.span_id.to_bytes(8, "big") if span.span_id else b"",
-            _OBSERVED + time.time_ns().to_bytes(8, "little"),
-            _event_name(event_name),
-        )
+    return encode_log_record(
+        attributes if attributes is not None else {},
+        span.trace_id.to_bytes(16, "big") if span.trace_id else b"",
+        span.span_id.to_bytes(8, "big") if span.span_id else b"",
+        int(span.trace_flags),
+        time.time_ns(),
+        event_name or "",
     )
-    return _delimited(2, fields)
 
 
 class _RunEvents:
