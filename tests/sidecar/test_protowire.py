@@ -266,7 +266,7 @@ def test_bad_arguments_are_type_errors() -> None:
         read_request("text")  # type: ignore[arg-type]
 
 
-# --- result fields ------------------------------------------------------------------------------------------
+# --- encoding: result fields and log records ----------------------------------------------------------------
 def _put(kvs: Any, values: dict[str, Any]) -> None:
     """``values`` as KeyValues with protobuf's Python API: the oracle of the encoders."""
     for key, value in values.items():
