@@ -355,8 +355,12 @@ def test_a_log_record_encodes_as_protobuf_encodes_it(
 def test_a_log_record_refuses_what_protobuf_refuses() -> None:
     with pytest.raises(ValueError, match="out of range"):
         encode_log_record({"n": 2**63}, b"", b"", 0, 1, "e")
+    with pytest.raises(ValueError):
+        _put(logs_pb2.LogRecord().attributes, {"n": 2**63})
     with pytest.raises(TypeError):
         encode_log_record({1: "not a str key"}, b"", b"", 0, 1, "e")  # type: ignore[dict-item]
+    with pytest.raises(TypeError):
+        _put(logs_pb2.LogRecord().attributes, {1: "not a str key"})
 
 
 def _one_span(**fields: Any) -> trace_pb2.Span:
