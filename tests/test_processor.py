@@ -506,15 +506,23 @@ def test_an_sdk_span_read_from_its_fields_gives_the_record_its_view_gives() -> N
             )
         with tracer.start_as_current_span("execute_tool fetch") as events:
             events.add_event("gen_ai.tool.message", {"content": '{"url": "x"}'})
-    ended.append(ReadableSpan("execute_tool by hand", context=SpanContext(trace_id=8, span_id=9, is_remote=False)))
+    by_hand = ReadableSpan(  # no attribute or event holders of the SDK's: kept whole, read through its view
+        "execute_tool by hand",
+        context=SpanContext(trace_id=8, span_id=9, is_remote=False),
+        parent=SpanContext(trace_id=8, span_id=7, is_remote=False),
+    )
+    ended.append(by_hand)
     assert len(ended) == 5
     for span in ended:
         for keep in (None, True, False):
             assert normalize_sdk(span, keep) == normalize(SdkSpan(span), keep)
         held = sdk_held(span)  # what the span processor's hook keeps: the span's fields, read by its worker
-        by_hand = span is ended[-1]  # no attribute or event holders of the SDK's: kept whole, read through its view
-        assert held is span if by_hand else type(held) is tuple
+        if span.parent is None or span.parent.is_remote:  # a run's root: the processor holds it itself
+            assert held is None
+            continue
+        assert held is by_hand if span is by_hand else type(held) is tuple
         assert sdk_intake(held) == sdk_intake(span) == (SdkSpan(span).trace_id, normalize(SdkSpan(span), False))
+    assert sdk_held(ReadableSpan("invoke_agent by hand", context=SpanContext(8, 7, False))) is None
     odd = object()  # no SDK fields: kept as it is, for the worker to read (and to count, as it cannot)
     assert sdk_held(odd) is odd
     records = [normalize_sdk(span) for span in ended]

@@ -206,12 +206,9 @@ class GradingSpanProcessor(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         held = False
         try:
-            try:
-                parent = span._parent  # as in on_start
-            except AttributeError:
-                parent = span.parent
-            if parent is not None and not parent[2] and not self._shutdown:  # parent[2]: is_remote, as in on_start
-                self._put(sdk_held(span))  # the hot path: the worker reads it (``sdk_intake``)
+            kept = sdk_held(span)  # None for a run's root
+            if kept is not None and not self._shutdown:
+                self._put(kept)  # the hot path: the worker reads it (``sdk_intake``)
             elif self._shutdown:
                 if not self._is_own(span):
                     self._count_drop("already_shutdown")

@@ -268,7 +268,8 @@ def normalize(span: SpanView, keep_attributes: bool | None = None) -> SpanRecord
 
 #: An ended SDK span's fields as ``sdk_fields`` copies them out of the SDK's objects: trace id, span id, parent span
 #: id (ints; the parent's None for a root), whether the parent is remote, name, start and end (ns), whether it
-#: failed, its status message, its events, its attribute dict, its resource's attribute dict, its scope's name.
+#: failed, its status message (read only when it failed), its events, its attribute dict, its resource's attribute
+#: dict, its scope's name.
 SdkFields = tuple[Any, ...]
 _TRACE: Final = 0
 _NAME: Final = 4
@@ -280,8 +281,9 @@ def sdk_fields(span: Any) -> SdkFields | None:
     span built another way, which its view (``SdkSpan``) reads. The attribute dicts are the span's own, which the
     SDK no longer changes once the span has ended; the rest are strings, numbers and the span's events."""
     try:
-        ctx, parent, status = span._context, span._parent, span._status
+        ctx, parent, status, scope = span._context, span._parent, span._status, span._instrumentation_scope
         events = span._events._dq
+        failed = status._status_code._value_ == STATUS_ERROR
         fields = (
             ctx[0],
             ctx[1],
@@ -290,12 +292,12 @@ def sdk_fields(span: Any) -> SdkFields | None:
             span._name,
             span._start_time or 0,
             span._end_time or 0,
-            status._status_code._value_ == STATUS_ERROR,
-            status.description or "",
+            failed,
+            (status._description or "") if failed else "",
             tuple(events) if events else (),
             span._attributes._dict,
             span._resource._attributes._dict,
-            span._instrumentation_scope.name if span._instrumentation_scope is not None else None,
+            scope._name if scope is not None else None,
         )
     except (AttributeError, TypeError, IndexError):  # no context among them (None) is one of these
         return None
@@ -334,8 +336,9 @@ def _sdk_record(fields: SdkFields, keep_attributes: bool | None) -> SpanRecord:
 
 
 def sdk_held(span: Any) -> Any:
-    """What the span processor keeps of an ended SDK span that is not a root, until its worker reads it
-    (``sdk_intake``): the span's fields (``sdk_fields``), or the span itself when they cannot be read so.
+    """What the span processor keeps of an ended SDK span until its worker reads it (``sdk_intake``): the span's
+    fields (``sdk_fields``), or the span itself when they cannot be read so; None for a run's root here (a span
+    without a parent, or whose parent is remote), which the processor holds itself.
 
     Kept this way, the span and the SDK's objects around it go when the SDK lets them go, as without trajgrade:
     held until the worker's next look, they would be about ten objects a span for the cyclic garbage collector to
@@ -344,8 +347,14 @@ def sdk_held(span: Any) -> Any:
     try:
         fields = sdk_fields(span)
     except Exception:  # a span odd enough to fail here is read, and its failure counted, by the worker
+        fields = None
+    if fields is not None:
+        return None if fields[2] is None or fields[3] else fields  # no parent, or a remote one: a root
+    try:
+        parent = span.parent
+        return None if parent is None or parent.is_remote else span
+    except Exception:
         return span
-    return span if fields is None else fields
 
 
 def sdk_intake(item: Any) -> tuple[str, SpanRecord] | None:
