@@ -116,8 +116,8 @@ _SHAPES: Final[dict[tuple[str, ...], SpanShape]] = {}
 _MAX_SHAPES: Final = 4096
 #: The last two key tuples looked up, with their shapes, the latest first: a run's spans are mostly of two kinds
 #: (model calls and tool calls, in turn), and an instrumentation's keys are the same string objects on every
-#: span, so comparing them one by one costs less than making and hashing a tuple of them (one read, one write:
-#: threads that look shapes up at once see whole pairs).
+#: span, so comparing a span's key tuple with these (item by item, each found the same object at once) costs less
+#: than hashing it for ``_SHAPES`` (one read, one write: threads that look shapes up at once see whole pairs).
 _recent: tuple[tuple[tuple[str, ...], SpanShape | None], tuple[tuple[str, ...], SpanShape | None]] = (
     ((), None),
     ((), None),
@@ -127,13 +127,12 @@ _recent: tuple[tuple[tuple[str, ...], SpanShape | None], tuple[tuple[str, ...], 
 def shape_of(attributes: dict[str, Any]) -> SpanShape:
     """The shape of a span's attributes (remembered by key tuple)."""
     global _recent
-    recent = _recent
-    latest, before = recent
-    if latest[1] is not None and _same_keys(attributes, latest[0]):
+    keys = tuple(attributes)
+    latest, before = _recent
+    if latest[1] is not None and keys == latest[0]:
         return latest[1]
-    if before[1] is not None and _same_keys(attributes, before[0]):
+    if before[1] is not None and keys == before[0]:
         return before[1]
-    keys = tuple([key for key in attributes])
     shape = _SHAPES.get(keys)
     if shape is None:
         if len(_SHAPES) >= _MAX_SHAPES:
@@ -141,15 +140,3 @@ def shape_of(attributes: dict[str, Any]) -> SpanShape:
         shape = _SHAPES[keys] = SpanShape.of(keys)
     _recent = ((keys, shape), latest)
     return shape
-
-
-def _same_keys(attributes: dict[str, Any], keys: tuple[str, ...]) -> bool:
-    """Whether ``attributes`` has ``keys``, the same string objects in the same order."""
-    if len(attributes) != len(keys):
-        return False
-    i = 0
-    for key in attributes:
-        if key is not keys[i]:
-            return False
-        i += 1
-    return True
