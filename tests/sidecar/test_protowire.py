@@ -259,6 +259,37 @@ def test_a_root_read_again_has_all_its_attributes_and_its_resource() -> None:
     assert lean.attributes == {sc.TOOL_NAME: "t"}
 
 
+def _span_of(trace: bytes, span: bytes, parent: bytes, key: str, value: str) -> trace_pb2.Span:
+    out = trace_pb2.Span(trace_id=trace, span_id=span, parent_span_id=parent, name="execute_tool search")
+    out.attributes.add(key=key).value.string_value = value
+    return out
+
+
+def test_the_strings_spans_repeat_are_read_as_one_object_each() -> None:
+    request = ExportTraceServiceRequest()
+    spans = request.resource_spans.add().scope_spans.add().spans
+    spans.extend(_span_of(b"t" * 16, bytes([i]) * 8, b"p" * 8, sc.TOOL_NAME, "search") for i in range(1, 3))
+    first, second = read_request(request.SerializeToString(), sc.READ_KEYS, sc.READ_PREFIXES)
+    assert first.attributes == second.attributes == {sc.TOOL_NAME: "search"}
+    [(key_1, value_1)], [(key_2, value_2)] = first.attributes.items(), second.attributes.items()
+    assert key_1 is key_2 and value_1 is value_2 and first.name is second.name
+    assert first.trace_id is second.trace_id and first.parent_span_id is second.parent_span_id
+    assert first.span_id is not second.span_id
+
+
+def test_strings_that_take_each_others_places_are_each_read_right() -> None:
+    # Far more distinct keys, values and ids than the reader keeps: each read replaces others, and reads right.
+    request = ExportTraceServiceRequest()
+    spans = request.resource_spans.add().scope_spans.add().spans
+    for i in range(5_000):
+        spans.append(
+            _span_of(i.to_bytes(16, "big"), (i + 1).to_bytes(8, "big"), i.to_bytes(8, "big"), f"k{i}", f"v{i % 1500}")
+        )
+    body = request.SerializeToString()
+    for _ in range(2):
+        assert _read(body) == _expected(body)
+
+
 def test_bad_arguments_are_type_errors() -> None:
     with pytest.raises(TypeError):
         read_request(b"", ["not", "a", "set"])  # type: ignore[arg-type]

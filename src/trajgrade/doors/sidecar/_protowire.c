@@ -178,6 +178,58 @@ static PyObject *hex(const Buf *s) {
     return out;
 }
 
+/* Strings that come again and again (attribute keys, the short values and names every span of an instrumentation
+ * carries: "chat", the model's name, the span's name) as one object each, rather than decoded anew on every span
+ * (and hashed again, for a key, by the set of keys read and the attribute dict). An ASCII string of up to
+ * SHARED_MAX bytes is kept in a slot of its table chosen by a hash of its bytes, and replaced when another string
+ * takes the slot; the others are decoded each time. */
+#define SHARED_SLOTS 1024
+#define SHARED_MAX 128
+static PyObject *shared_keys[SHARED_SLOTS];
+static PyObject *shared_values[SHARED_SLOTS];
+
+static PyObject *shared_utf8(const Reader *r, const Buf *s, const char *field, PyObject **table) {
+    Py_ssize_t n = s->end - s->p;
+    if (n > SHARED_MAX) return utf8(r, s, field);
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ s->p[i]) * 16777619u;
+    PyObject **slot = &table[h & (SHARED_SLOTS - 1)];
+    PyObject *kept = *slot;
+    if (kept != NULL && PyUnicode_GET_LENGTH(kept) == n && memcmp(PyUnicode_1BYTE_DATA(kept), s->p, n) == 0)
+        return Py_NewRef(kept);
+    PyObject *out = utf8(r, s, field);
+    if (out != NULL && PyUnicode_IS_ASCII(out)) {
+        if (table == shared_keys) (void)PyObject_Hash(out); /* computed once, kept with it */
+        Py_XSETREF(*slot, Py_NewRef(out));
+    }
+    return out;
+}
+
+/* The ids the spans of a trace share (its trace id; their parent's span id), as hex, one object each in the same
+ * way (a span's own id is its alone: it is written anew). */
+static PyObject *shared_ids[SHARED_SLOTS];
+
+static PyObject *shared_hex(const Buf *s) {
+    Py_ssize_t n = s->end - s->p;
+    uint32_t h = 2166136261u;
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ s->p[i]) * 16777619u;
+    PyObject **slot = &shared_ids[h & (SHARED_SLOTS - 1)];
+    PyObject *kept = *slot;
+    if (kept != NULL && PyUnicode_GET_LENGTH(kept) == 2 * n) {
+        static const char digits[] = "0123456789abcdef";
+        const Py_UCS1 *d = PyUnicode_1BYTE_DATA(kept);
+        Py_ssize_t i = 0;
+        while (i < n && d[2 * i] == digits[s->p[i] >> 4] && d[2 * i + 1] == digits[s->p[i] & 15]) i++;
+        if (i == n) return Py_NewRef(kept);
+    }
+    PyObject *out = hex(s);
+    if (out != NULL) {
+        (void)PyObject_Hash(out);
+        Py_XSETREF(*slot, Py_NewRef(out));
+    }
+    return out;
+}
+
 static void replace(PyObject **slot, PyObject *value) {
     Py_XSETREF(*slot, value);
 }
@@ -202,7 +254,8 @@ static int anyvalue(const Reader *r, Buf *b, Value *v, int depth) {
         PyObject *item;
         if (tag(r, b, &field, &wire) < 0) return -1;
         if (field == 1 && wire == 2) { /* string_value */
-            if (delimited(r, b, &s) < 0 || (item = utf8(r, &s, "string_value")) == NULL) return -1;
+            if (delimited(r, b, &s) < 0) return -1;
+            if ((item = shared_utf8(r, &s, "string_value", shared_values)) == NULL) return -1;
         } else if (field == 2 && wire == 0) { /* bool_value */
             if (varint(r, b, &n) < 0) return -1;
             item = PyBool_FromLong(n != 0);
@@ -296,7 +349,7 @@ static int keyvalue(const Reader *r, Buf *b, PyObject *into, int filtered, int d
             return -1;
         }
     }
-    PyObject *name = utf8(r, &key, "attribute key");
+    PyObject *name = shared_utf8(r, &key, "attribute key", shared_keys);
     if (name == NULL) return -1;
     if (filtered) {
         int keep = wanted(r, &key, name);
@@ -365,7 +418,8 @@ static PyObject *event(const Reader *r, Buf *b) {
             if (fixed(r, b, 8, &time) < 0) goto error;
         } else if (field == 2 && wire == 2) {
             PyObject *value;
-            if (delimited(r, b, &s) < 0 || (value = utf8(r, &s, "event name")) == NULL) goto error;
+            if (delimited(r, b, &s) < 0) goto error;
+            if ((value = shared_utf8(r, &s, "event name", shared_values)) == NULL) goto error;
             replace(&name, value);
         } else if (field == 3 && wire == 2) {
             if (delimited(r, b, &s) < 0 || keyvalue(r, &s, attributes, 0, 1) < 0) goto error;
@@ -423,7 +477,8 @@ static PyObject *span(const Reader *r, Buf *b, PyObject *resource, PyObject *sco
             if (delimited(r, b, field == 1 ? &trace_id : field == 2 ? &span_id : &parent) < 0) goto error;
         } else if (field == 5 && wire == 2) {
             PyObject *value;
-            if (delimited(r, b, &s) < 0 || (value = utf8(r, &s, "span name")) == NULL) goto error;
+            if (delimited(r, b, &s) < 0) goto error;
+            if ((value = shared_utf8(r, &s, "span name", shared_values)) == NULL) goto error;
             replace(&name, value);
         } else if (field == 6 && wire == 0) {
             if (varint(r, b, &kind) < 0) goto error;
@@ -454,9 +509,9 @@ static PyObject *span(const Reader *r, Buf *b, PyObject *resource, PyObject *sco
     int has_parent = parent.end > parent.p;
     PyObject *remote = !has_parent || !(flags & 0x100) ? Py_None : (flags & 0x200) ? Py_True : Py_False;
     PyObject *items[S_FIELDS] = {
-        hex(&trace_id),
+        shared_hex(&trace_id),
         hex(&span_id),
-        has_parent ? hex(&parent) : Py_NewRef(Py_None),
+        has_parent ? shared_hex(&parent) : Py_NewRef(Py_None),
         Py_NewRef(remote),
         name ? name : PyUnicode_New(0, 0),
         PyLong_FromLong((long)(int32_t)kind),
