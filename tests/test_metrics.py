@@ -3,10 +3,15 @@ collection may miss a run graded before it, and counts never wait long when noth
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 from factories import llm, run, tool
+from opentelemetry.metrics import NoOpMeterProvider
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from readings import metric_points
@@ -74,3 +79,41 @@ def test_counts_are_added_once_per_attribute_set_and_without_a_collection(monkey
     metrics.record_report(small, 0.001)
     assert sorted(spy.calls) == [1, 1, 3]
     assert sorted(_sums(reader, "trajgrade.runs").values()) == [1, 4]
+
+
+_BEFORE_AND_AFTER = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from factories import run, tool
+from opentelemetry.metrics import set_meter_provider
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from readings import metric_points
+from trajgrade import grade_run, parse_config
+from trajgrade.core.metrics import GradingMetrics
+
+report = grade_run(parse_config("graders:\\n  - type: step-count\\n    config: {max: 5}\\n"), run(tool("search")))
+metrics = GradingMetrics()  # on the global provider, before the application sets one
+before = metrics.recording
+metrics.record_report(report, 0.001)
+reader = InMemoryMetricReader()
+set_meter_provider(MeterProvider(metric_readers=[reader]))
+after = metrics.recording
+metrics.record_report(report, 0.001)
+runs = [p.value for p in metric_points(reader, "trajgrade.runs")]
+print(json.dumps({"before": before, "after": after, "runs": runs}))
+"""
+
+
+def test_runs_graded_before_the_application_sets_a_meter_provider_are_not_measured_and_later_ones_are() -> None:
+    # The global provider's stand-in instruments drop what they are given until a provider is set: trajgrade skips
+    # making those measurements, and measures from then on. A fresh interpreter: the global provider is set once.
+    tests = str(Path(__file__).parent)
+    out = subprocess.run([sys.executable, "-c", _BEFORE_AND_AFTER, tests], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"before": False, "after": True, "runs": [1]}
+
+
+def test_no_measurement_is_made_on_the_apis_no_op_provider() -> None:
+    metrics = GradingMetrics(NoOpMeterProvider())
+    assert not metrics.recording
+    assert GradingMetrics(MeterProvider()).recording

@@ -12,7 +12,15 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from opentelemetry.metrics import CallbackOptions, Counter, Meter, MeterProvider, Observation, get_meter_provider
+from opentelemetry.metrics import (
+    CallbackOptions,
+    Counter,
+    Meter,
+    MeterProvider,
+    NoOpHistogram,
+    Observation,
+    get_meter_provider,
+)
 
 from trajgrade.core import semconv as sc
 from trajgrade.core.inflight import Breach
@@ -122,7 +130,16 @@ class GradingMetrics:
         for (counter, attributes), n in pending.items():
             counter.add(n, dict(attributes))
 
+    @property
+    def recording(self) -> bool:
+        """Whether a measurement goes anywhere: not on the API's no-op instruments, nor on the global provider's
+        stand-ins until an application sets a provider (they drop what they are given until then)."""
+        score = self.score
+        return not isinstance(score, NoOpHistogram) and getattr(score, "_real_instrument", score) is not None
+
     def record_report(self, report: RunReport, grading_seconds: float) -> None:
+        if not self.recording:  # a run's thirty measurements, each with its attributes, for nothing
+            return
         t = report.trajectory
         s = t.summary
         base: dict[str, Any] = {sc.AGENT_NAME: t.agent_name or "unknown"}
