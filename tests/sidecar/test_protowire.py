@@ -22,7 +22,13 @@ from trajgrade.core import semconv as sc
 from trajgrade.core.readers import read_path
 from trajgrade.core.spans import ProtoSpan, proto_attributes
 from trajgrade.core.trajectory.normalize import normalize
-from trajgrade.doors.sidecar._protowire import encode_log_record, encode_result_fields, read_request, read_span
+from trajgrade.doors.sidecar._protowire import (
+    encode_log_record,
+    encode_result_fields,
+    read_request,
+    read_span,
+    splice_spans,
+)
 from trajgrade.doors.sidecar.otlp import BadRequest, decode_body, parse_protobuf
 
 FILES = fixture_files()
@@ -462,3 +468,66 @@ def test_a_request_checked_whole_counts_its_spans_before_reading_any() -> None:
     request = parse_protobuf(body)
     assert request.span_count == 3 and request._spans is None
     assert [s.size for s in request.spans] == [len(_one_span().SerializeToString())] * 3
+
+
+# --- taking spans out of a request ------------------------------------------------------------------------
+def _one_span_request(scope_fields: bytes, resource_fields: bytes, span: bytes) -> bytes:
+    return pb_field(1, resource_fields + pb_field(2, scope_fields + pb_field(2, span)))
+
+
+def _without(request: ExportTraceServiceRequest, places: list[tuple[int, int, int]]) -> ExportTraceServiceRequest:
+    out = ExportTraceServiceRequest()
+    out.CopyFrom(request)
+    for ri, si, index in sorted(places, reverse=True):  # from the end, so that each index is still right
+        del out.resource_spans[ri].scope_spans[si].spans[index]
+    return out
+
+
+def _alone(request: ExportTraceServiceRequest, ri: int, si: int, index: int) -> ExportTraceServiceRequest:
+    rs, ss = request.resource_spans[ri], request.resource_spans[ri].scope_spans[si]
+    out = ExportTraceServiceRequest()  # the resource and the scope as they came: present, or not
+    out_rs = out.resource_spans.add(schema_url=rs.schema_url)
+    out_ss = out_rs.scope_spans.add(schema_url=ss.schema_url, spans=[ss.spans[index]])
+    if rs.HasField("resource"):
+        out_rs.resource.CopyFrom(rs.resource)
+    if ss.HasField("scope"):
+        out_ss.scope.CopyFrom(ss.scope)
+    return out
+
+
+def _check_splice(request: ExportTraceServiceRequest, places: list[tuple[int, int, int]]) -> None:
+    rest, taken = splice_spans(request.SerializeToString(), places)
+    assert ExportTraceServiceRequest.FromString(rest) == _without(request, places)
+    for (ri, si, index), (span, resource_fields, scope_fields) in zip(places, taken, strict=True):
+        assert span == request.resource_spans[ri].scope_spans[si].spans[index].SerializeToString()
+        alone = ExportTraceServiceRequest.FromString(_one_span_request(scope_fields, resource_fields, span))
+        assert alone == _alone(request, ri, si, index)
+
+
+@READER
+@given(_requests(), st.data())
+def test_spans_taken_out_leave_the_request_protobuf_would_and_each_makes_a_request_of_its_own(
+    request: ExportTraceServiceRequest, data: st.DataObject
+) -> None:
+    spans = read_request(request.SerializeToString())
+    places = [(s.resource_index, s.scope_index, s.index) for s in spans]
+    _check_splice(request, data.draw(st.lists(st.sampled_from(places), unique=True)) if places else [])
+
+
+@pytest.mark.parametrize("size", [100, 110, 16_300, 16_370])
+def test_a_message_whose_length_prefix_gets_shorter_is_written_right(size: int) -> None:
+    # A ResourceSpans and a ScopeSpans just over 127 (or 16,383) bytes, under it once a span is taken out.
+    request = ExportTraceServiceRequest()
+    spans = request.resource_spans.add().scope_spans.add().spans
+    spans.add(trace_id=b"t" * 16, span_id=b"a" * 8, name="x" * size)
+    spans.add(trace_id=b"t" * 16, span_id=b"b" * 8, name="y")
+    _check_splice(request, [(0, 0, 1)])
+    _check_splice(request, [(0, 0, 0)])
+    _check_splice(request, [(0, 0, 0), (0, 0, 1)])
+
+
+def test_a_place_with_no_span_is_a_value_error() -> None:
+    request = ExportTraceServiceRequest()
+    request.resource_spans.add().scope_spans.add().spans.add(trace_id=b"t" * 16, span_id=b"a" * 8)
+    with pytest.raises(ValueError, match=r"no span at resource_spans\[0\].scope_spans\[0\].spans\[1\]"):
+        splice_spans(request.SerializeToString(), [(0, 0, 1)])

@@ -1182,11 +1182,226 @@ static PyObject *encode_attributes(PyObject *module, PyObject *args) {
     return out;
 }
 
+/* --- taking spans out of a request ------------------------------------------------------------------- */
+/* A span taken out of a request, by its place as read_request numbers it, with what a request of it alone needs:
+ * its ResourceSpans' resource and schema_url fields and its ScopeSpans' scope and schema_url fields, as they
+ * came. */
+typedef struct {
+    Py_ssize_t ri, si, index;
+    Buf span;
+    Out resource, scope;
+} Taken;
+
+/* The request without the spans taken, written once into a buffer of the request's size: it is never longer. A
+ * message that loses spans keeps the length prefix's size it had (a shorter length needs no more bytes), moved up
+ * when its new length needs fewer. */
+typedef struct {
+    char *data;
+    Py_ssize_t len, cap;
+} Rest;
+
+static int rest_too_long(void) {
+    PyErr_SetString(PyExc_ValueError, "a request without some of its spans came out longer than it was");
+    return -1;
+}
+
+static int rest_put(Rest *w, const uint8_t *p, Py_ssize_t n) {
+    if (n > w->cap - w->len) return rest_too_long();
+    memcpy(w->data + w->len, p, n);
+    w->len += n;
+    return 0;
+}
+
+static int varint_size(uint64_t v) {
+    int n = 1;
+    while (v > 0x7f) v >>= 7, n++;
+    return n;
+}
+
+static void put_varint_at(char *at, uint64_t v) {
+    do {
+        *at++ = (char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+}
+
+/* Opens field `field` (a message that was `was` bytes long) in w: its tag, room for its length; the mark to close. */
+static int rest_open(Rest *w, uint32_t field, Py_ssize_t was, Py_ssize_t *mark) {
+    uint8_t tag_bytes[5];
+    int n = 0;
+    uint32_t t = field << 3 | 2;
+    do {
+        tag_bytes[n++] = (uint8_t)((t & 0x7f) | (t > 0x7f ? 0x80 : 0));
+        t >>= 7;
+    } while (t);
+    if (rest_put(w, tag_bytes, n) < 0) return -1;
+    int room = varint_size((uint64_t)was);
+    if (room > w->cap - w->len) return rest_too_long();
+    *mark = w->len;
+    w->len += room;
+    return 0;
+}
+
+static void rest_close(Rest *w, Py_ssize_t mark, Py_ssize_t was) {
+    int room = varint_size((uint64_t)was);
+    Py_ssize_t len = w->len - mark - room;
+    int n = varint_size((uint64_t)len);
+    if (n < room) {
+        memmove(w->data + mark + n, w->data + mark + room, len);
+        w->len -= room - n;
+    }
+    put_varint_at(w->data + mark, (uint64_t)len);
+}
+
+/* The next field of b: its number and wire type, its bytes whole (raw, from its tag) and a length-delimited
+ * field's payload. */
+static int next_field(const Reader *r, Buf *b, uint32_t *field, int *wire, Buf *raw, Buf *payload) {
+    raw->p = b->p;
+    if (tag(r, b, field, wire) < 0) return -1;
+    if (*wire == 2 ? delimited(r, b, payload) < 0 : skip(r, b, *field, *wire, 0) < 0) return -1;
+    raw->end = b->p;
+    return 0;
+}
+
+static int takes_from(const Taken *t, Py_ssize_t n, Py_ssize_t ri, Py_ssize_t si) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (t[i].ri == ri && (si < 0 || t[i].si == si)) return 1;
+    return 0;
+}
+
+/* The fields of one ScopeSpans, without the spans taken from it. */
+static int splice_scope(const Reader *r, Buf b, Py_ssize_t ri, Py_ssize_t si, Taken *t, Py_ssize_t n, Rest *w) {
+    Out kept = {0}; /* its scope and schema_url */
+    Py_ssize_t index = 0;
+    int rc = -1;
+    while (b.p < b.end) {
+        uint32_t field;
+        int wire;
+        Buf raw, payload;
+        if (next_field(r, &b, &field, &wire, &raw, &payload) < 0) goto done;
+        if (field == 2 && wire == 2) {
+            Py_ssize_t i = 0, here = index++;
+            while (i < n && !(t[i].ri == ri && t[i].si == si && t[i].index == here)) i++;
+            if (i < n) {
+                t[i].span = payload;
+                continue;
+            }
+        } else if ((field == 1 || field == 3) && wire == 2 && put(&kept, raw.p, raw.end - raw.p) < 0) {
+            goto done;
+        }
+        if (rest_put(w, raw.p, raw.end - raw.p) < 0) goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (t[i].ri == ri && t[i].si == si && kept.len && put(&t[i].scope, kept.data, kept.len) < 0) goto done;
+    rc = 0;
+done:
+    PyMem_Free(kept.data);
+    return rc;
+}
+
+/* The fields of one ResourceSpans, its ScopeSpans written anew where spans are taken from them. */
+static int splice_resource(const Reader *r, Buf b, Py_ssize_t ri, Taken *t, Py_ssize_t n, Rest *w) {
+    Out kept = {0}; /* its resource and schema_url */
+    Py_ssize_t si = 0, mark;
+    int rc = -1;
+    while (b.p < b.end) {
+        uint32_t field;
+        int wire;
+        Buf raw, payload;
+        if (next_field(r, &b, &field, &wire, &raw, &payload) < 0) goto done;
+        if (field == 2 && wire == 2) {
+            Py_ssize_t here = si++, was = payload.end - payload.p;
+            if (takes_from(t, n, ri, here)) {
+                if (rest_open(w, 2, was, &mark) < 0 || splice_scope(r, payload, ri, here, t, n, w) < 0) goto done;
+                rest_close(w, mark, was);
+                continue;
+            }
+        } else if ((field == 1 || field == 3) && wire == 2 && put(&kept, raw.p, raw.end - raw.p) < 0) {
+            goto done;
+        }
+        if (rest_put(w, raw.p, raw.end - raw.p) < 0) goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (t[i].ri == ri && kept.len && put(&t[i].resource, kept.data, kept.len) < 0) goto done;
+    rc = 0;
+done:
+    PyMem_Free(kept.data);
+    return rc;
+}
+
+static PyObject *splice_spans(PyObject *module, PyObject *args) {
+    Py_buffer body;
+    PyObject *places, *seq = NULL, *rest = NULL, *taken = NULL, *out = NULL;
+    if (!PyArg_ParseTuple(args, "y*O:splice_spans", &body, &places)) return NULL;
+    Taken *t = NULL;
+    Py_ssize_t n = 0, ri = 0, mark;
+    if ((seq = PySequence_Fast(places, "places must be a sequence of (resource, scope, span) indices")) == NULL)
+        goto done;
+    n = PySequence_Fast_GET_SIZE(seq);
+    if ((t = PyMem_Calloc(n ? n : 1, sizeof *t)) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "nnn", &t[i].ri, &t[i].si, &t[i].index)) goto done;
+    if ((rest = PyBytes_FromStringAndSize(NULL, body.len)) == NULL) goto done;
+    Rest w = {PyBytes_AS_STRING(rest), 0, body.len};
+    Reader r = {.base = body.buf};
+    Buf b = {body.buf, (const uint8_t *)body.buf + body.len};
+    while (b.p < b.end) {
+        uint32_t field;
+        int wire;
+        Buf raw, payload;
+        if (next_field(&r, &b, &field, &wire, &raw, &payload) < 0) goto done;
+        if (field == 1 && wire == 2) {
+            Py_ssize_t here = ri++, was = payload.end - payload.p;
+            if (takes_from(t, n, here, -1)) {
+                if (rest_open(&w, 1, was, &mark) < 0 || splice_resource(&r, payload, here, t, n, &w) < 0) goto done;
+                rest_close(&w, mark, was);
+                continue;
+            }
+        }
+        if (rest_put(&w, raw.p, raw.end - raw.p) < 0) goto done;
+    }
+    if (_PyBytes_Resize(&rest, w.len) < 0) goto done; /* frees rest on failure */
+    if ((taken = PyList_New(n)) == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (t[i].span.p == NULL) {
+            PyErr_Format(PyExc_ValueError, "no span at resource_spans[%zd].scope_spans[%zd].spans[%zd]", t[i].ri,
+                         t[i].si, t[i].index);
+            goto done;
+        }
+        PyObject *item = Py_BuildValue("(y#y#y#)", (const char *)t[i].span.p, (Py_ssize_t)(t[i].span.end - t[i].span.p),
+                                       t[i].resource.data ? t[i].resource.data : "", t[i].resource.len,
+                                       t[i].scope.data ? t[i].scope.data : "", t[i].scope.len);
+        if (item == NULL) goto done;
+        PyList_SET_ITEM(taken, i, item);
+    }
+    out = PyTuple_Pack(2, rest, taken);
+done:
+    Py_XDECREF(rest);
+    Py_XDECREF(taken);
+    Py_XDECREF(seq);
+    for (Py_ssize_t i = 0; t != NULL && i < n; i++) {
+        PyMem_Free(t[i].resource.data);
+        PyMem_Free(t[i].scope.data);
+    }
+    PyMem_Free(t);
+    PyBuffer_Release(&body);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"read_request", read_request, METH_VARARGS,
      "read_request(body, keys=None, prefixes=()) -> list[Span]\n\n"
      "Every span of a binary ExportTraceServiceRequest. With keys, a span keeps only the attributes whose key\n"
      "is in keys or starts with one of prefixes. Raises ValueError on malformed bytes."},
+    {"splice_spans", splice_spans, METH_VARARGS,
+     "splice_spans(body, places) -> tuple[bytes, list[tuple[bytes, bytes, bytes]]]\n\n"
+     "Take the spans at places ((resource_index, scope_index, index) as read_request numbers them) out of a binary\n"
+     "ExportTraceServiceRequest: the request without them, every other field as it came, and for each span its\n"
+     "bytes, its ResourceSpans' resource and schema_url fields and its ScopeSpans' scope and schema_url fields\n"
+     "(what a request of that span alone is made of). Raises ValueError on malformed bytes or a place with no span."},
     {"check_request", check_request, METH_VARARGS,
      "check_request(body) -> int\n\n"
      "The number of spans in a binary ExportTraceServiceRequest, once every field of it was checked against the\n"

@@ -1,7 +1,7 @@
 """Types of the sidecar's OTLP reader and result encoder (``_protowire.c``)."""
 
 from abc import ABCMeta
-from collections.abc import Set
+from collections.abc import Sequence, Set
 from typing import Any
 
 from trajgrade.core.spans import SpanEvent, SpanView
@@ -34,6 +34,9 @@ MAX_MESSAGE_DEPTH: int
 def check_request(body: bytes) -> int: ...
 def read_request(body: bytes, keys: Set[str] | None = None, prefixes: tuple[str, ...] = ()) -> list[Span]: ...
 def read_span(span: bytes, resource_attributes: dict[str, Any], scope_name: str) -> Span: ...
+def splice_spans(
+    body: bytes, places: Sequence[tuple[int, int, int]]
+) -> tuple[bytes, list[tuple[bytes, bytes, bytes]]]: ...
 def encode_result_fields(
     events: list[dict[str, Any]], attributes: dict[str, Any], time_unix_nano: int, event_name: str
 ) -> bytes: ...

@@ -24,6 +24,7 @@ from trajgrade.core import semconv as sc
 from trajgrade.core.run_logs import EventWriter
 from trajgrade.doors.sidecar._protowire import encode_attributes, encode_log_record
 from trajgrade.doors.sidecar.forward import Batch, Forwarder
+from trajgrade.doors.sidecar.wire import delimited
 from trajgrade.version import __version__
 
 __all__ = ["WireEvents"]
@@ -31,21 +32,8 @@ __all__ = ["WireEvents"]
 logger = logging.getLogger(__name__)
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _delimited(field: int, payload: bytes) -> bytes:
-    return _varint(field << 3 | 2) + _varint(len(payload)) + payload
-
-
 #: trajgrade's instrumentation scope (``ScopeLogs.scope``): its name and version.
-_SCOPE = _delimited(1, _delimited(1, sc.TRAJGRADE_SCOPE.encode()) + _delimited(2, __version__.encode()))
+_SCOPE = delimited(1, delimited(1, sc.TRAJGRADE_SCOPE.encode()) + delimited(2, __version__.encode()))
 
 
 def _record(event_name: str | None, attributes: dict[str, Any] | None, context: Context | None) -> bytes:
@@ -78,8 +66,8 @@ class _RunEvents:
 
     def close(self) -> None:
         if self._records:
-            scope_logs = _delimited(2, _SCOPE + b"".join(self._records))
-            self._sink.send(_delimited(1, self._resource + scope_logs), len(self._records))
+            scope_logs = delimited(2, _SCOPE + b"".join(self._records))
+            self._sink.send(delimited(1, self._resource + scope_logs), len(self._records))
             self._records = []
 
 
@@ -95,7 +83,7 @@ class WireEvents:
         self._dropping: set[str] = set()
 
     def writer(self, resource: dict[str, Any]) -> EventWriter:
-        return _RunEvents(self, _delimited(1, encode_attributes(resource, 1)))
+        return _RunEvents(self, delimited(1, encode_attributes(resource, 1)))
 
     def send(self, body: bytes, records: int) -> None:
         """Queue a request of ``records`` log records on every forwarder that has room for it."""

@@ -51,12 +51,12 @@ from trajgrade.core.run_logs import RunLogs, emit_breaches
 from trajgrade.core.running import RunReport
 from trajgrade.core.trajectory.normalize import SpanRecord, normalize
 from trajgrade.core.worker import Graded, GradingWorker
-from trajgrade.doors.sidecar._protowire import Span, read_span
+from trajgrade.doors.sidecar._protowire import Span, read_span, splice_spans
 from trajgrade.doors.sidecar.forward import LOGS, Batch, Forwarder
 from trajgrade.doors.sidecar.log_wire import WireEvents
 from trajgrade.doors.sidecar.otlp import TraceRequest, result_fields
 from trajgrade.doors.sidecar.records import split_roots
-from trajgrade.doors.sidecar.wire import SpliceRequest
+from trajgrade.doors.sidecar.wire import delimited
 from trajgrade.version import __version__
 
 __all__ = ["Pipeline", "TooLarge"]
@@ -82,15 +82,16 @@ class _Held:
     span: bytes  # the root, as it arrived
     resource: dict[str, Any]  # its resource's attributes
     scope: str
-    envelope: Any  # a SpliceRequest with the root's resource and scope, and no span yet
+    resource_fields: bytes  # its ResourceSpans' resource and schema_url fields, as they arrived
+    scope_fields: bytes  # its ScopeSpans' scope and schema_url fields
 
     def record(self) -> SpanRecord:
         return normalize(read_span(self.span, self.resource, self.scope), True)
 
     def request(self, extra: bytes = b"") -> bytes:
         """A one-span request of the root, with ``extra`` (encoded fields: the results) appended to the span."""
-        self.envelope.resource_spans[0].scope_spans[0].spans.append(self.span + extra)
-        return bytes(self.envelope.SerializeToString())
+        scope_spans = self.scope_fields + delimited(2, self.span + extra)
+        return delimited(1, self.resource_fields + delimited(2, scope_spans))
 
 
 class SidecarMetrics:
@@ -246,18 +247,12 @@ class Pipeline:
         self._collector.extend(records)
         if not roots:
             return [], request.body, traces
-        splice = SpliceRequest.FromString(request.body)
-        held: list[_Held] = []
-        for root in reversed(roots):  # from the end, so that each index is still right
-            rs = splice.resource_spans[root.resource_index]
-            ss = rs.scope_spans[root.scope_index]
-            envelope = SpliceRequest()
-            out_rs = envelope.resource_spans.add(resource=rs.resource, schema_url=rs.schema_url)
-            out_rs.scope_spans.add(scope=ss.scope, schema_url=ss.schema_url)
-            resource, scope = root.resource_attributes, root.scope_name
-            held.append(_Held(root.trace_id, ss.spans[root.index], resource, scope, envelope))
-            del ss.spans[root.index]
-        return held, splice.SerializeToString(), traces
+        rest, taken = splice_spans(request.body, [(r.resource_index, r.scope_index, r.index) for r in roots])
+        held = [
+            _Held(root.trace_id, span, root.resource_attributes, root.scope_name, resource, scope)
+            for root, (span, resource, scope) in zip(roots, taken, strict=True)
+        ]
+        return held, rest, traces
 
     def _first_time(self, root: Span) -> bool:
         key = (root.trace_id, root.span_id)

@@ -1,10 +1,11 @@
-"""A partial schema of OTLP's ``ExportTraceServiceRequest`` that keeps each span as its raw bytes.
+"""The sidecar's own writing on the protobuf wire: length-delimited fields (:func:`delimited`: a held root's
+one-span request, the log events' requests), and a partial schema of OTLP's ``ExportTraceServiceRequest`` that
+keeps each span as its raw bytes, to cut in two a request a target refuses as too large (:func:`split_request`).
+(The roots are taken out of a request by ``_protowire.splice_spans``, which copies every other field as it came.)
 
 :data:`SpliceRequest` is declared over the OTLP wire format's own field numbers, so it parses the bytes a
-collector sends (fields it does not declare are kept as unknown fields). Spans are forwarded byte for byte,
-and a root is taken out of a request (to wait for its grade) without re-encoding the others. The message is
-built from a descriptor at import (protobuf's own ``descriptor_pb2`` and message factory, on the ``upb``
-backend).
+collector sends (fields it does not declare are kept as unknown fields). The message is built from a descriptor
+at import (protobuf's own ``descriptor_pb2`` and message factory, on the ``upb`` backend).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-__all__ = ["SpliceRequest", "split_request"]
+__all__ = ["SpliceRequest", "delimited", "split_request"]
 
 _F = descriptor_pb2.FieldDescriptorProto
 _PACKAGE = "trajgrade.wire"
@@ -58,6 +59,20 @@ def _splice_request() -> Any:
 
 
 SpliceRequest = _splice_request()
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def delimited(field: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field (a message, a string, bytes): its tag, its length, its payload."""
+    return _varint(field << 3 | 2) + _varint(len(payload)) + payload
 
 
 def split_request(body: bytes) -> list[tuple[bytes, int]]:
