@@ -165,15 +165,16 @@ static PyObject *utf8(const Reader *r, const Buf *s, const char *field) {
     return out;
 }
 
+static const char HEX_DIGITS[] = "0123456789abcdef";
+
 static PyObject *hex(const Buf *s) {
-    static const char digits[] = "0123456789abcdef";
     Py_ssize_t n = s->end - s->p;
     PyObject *out = PyUnicode_New(2 * n, 127);
     if (out == NULL) return NULL;
     Py_UCS1 *d = PyUnicode_1BYTE_DATA(out);
     for (Py_ssize_t i = 0; i < n; i++) {
-        d[2 * i] = digits[s->p[i] >> 4];
-        d[2 * i + 1] = digits[s->p[i] & 15];
+        d[2 * i] = HEX_DIGITS[s->p[i] >> 4];
+        d[2 * i + 1] = HEX_DIGITS[s->p[i] & 15];
     }
     return out;
 }
@@ -188,12 +189,16 @@ static PyObject *hex(const Buf *s) {
 static PyObject *shared_keys[SHARED_SLOTS];
 static PyObject *shared_values[SHARED_SLOTS];
 
+static uint32_t fnv1a(const Buf *s) {
+    uint32_t h = 2166136261u;
+    for (const uint8_t *p = s->p; p < s->end; p++) h = (h ^ *p) * 16777619u;
+    return h;
+}
+
 static PyObject *shared_utf8(const Reader *r, const Buf *s, const char *field, PyObject **table) {
     Py_ssize_t n = s->end - s->p;
     if (n > SHARED_MAX) return utf8(r, s, field);
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ s->p[i]) * 16777619u;
-    PyObject **slot = &table[h & (SHARED_SLOTS - 1)];
+    PyObject **slot = &table[fnv1a(s) & (SHARED_SLOTS - 1)];
     PyObject *kept = *slot;
     if (kept != NULL && PyUnicode_GET_LENGTH(kept) == n && memcmp(PyUnicode_1BYTE_DATA(kept), s->p, n) == 0)
         return Py_NewRef(kept);
@@ -211,15 +216,12 @@ static PyObject *shared_ids[SHARED_SLOTS];
 
 static PyObject *shared_hex(const Buf *s) {
     Py_ssize_t n = s->end - s->p;
-    uint32_t h = 2166136261u;
-    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ s->p[i]) * 16777619u;
-    PyObject **slot = &shared_ids[h & (SHARED_SLOTS - 1)];
+    PyObject **slot = &shared_ids[fnv1a(s) & (SHARED_SLOTS - 1)];
     PyObject *kept = *slot;
     if (kept != NULL && PyUnicode_GET_LENGTH(kept) == 2 * n) {
-        static const char digits[] = "0123456789abcdef";
         const Py_UCS1 *d = PyUnicode_1BYTE_DATA(kept);
         Py_ssize_t i = 0;
-        while (i < n && d[2 * i] == digits[s->p[i] >> 4] && d[2 * i + 1] == digits[s->p[i] & 15]) i++;
+        while (i < n && d[2 * i] == HEX_DIGITS[s->p[i] >> 4] && d[2 * i + 1] == HEX_DIGITS[s->p[i] & 15]) i++;
         if (i == n) return Py_NewRef(kept);
     }
     PyObject *out = hex(s);
@@ -996,14 +998,23 @@ static int put(Out *o, const void *bytes, Py_ssize_t n) {
     return 0;
 }
 
-static int put_varint(Out *o, uint64_t v) {
-    uint8_t bytes[10];
-    int n = 0;
+static int varint_size(uint64_t v) {
+    int n = 1;
+    while (v > 0x7f) v >>= 7, n++;
+    return n;
+}
+
+static void put_varint_at(char *at, uint64_t v) {
     do {
-        bytes[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        *at++ = (char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
         v >>= 7;
     } while (v);
-    return put(o, bytes, n);
+}
+
+static int put_varint(Out *o, uint64_t v) {
+    char bytes[10];
+    put_varint_at(bytes, v);
+    return put(o, bytes, varint_size(v));
 }
 
 static int put_fixed64(Out *o, uint32_t field, uint64_t v) {
@@ -1212,29 +1223,11 @@ static int rest_put(Rest *w, const uint8_t *p, Py_ssize_t n) {
     return 0;
 }
 
-static int varint_size(uint64_t v) {
-    int n = 1;
-    while (v > 0x7f) v >>= 7, n++;
-    return n;
-}
-
-static void put_varint_at(char *at, uint64_t v) {
-    do {
-        *at++ = (char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-        v >>= 7;
-    } while (v);
-}
-
 /* Opens field `field` (a message that was `was` bytes long) in w: its tag, room for its length; the mark to close. */
 static int rest_open(Rest *w, uint32_t field, Py_ssize_t was, Py_ssize_t *mark) {
-    uint8_t tag_bytes[5];
-    int n = 0;
-    uint32_t t = field << 3 | 2;
-    do {
-        tag_bytes[n++] = (uint8_t)((t & 0x7f) | (t > 0x7f ? 0x80 : 0));
-        t >>= 7;
-    } while (t);
-    if (rest_put(w, tag_bytes, n) < 0) return -1;
+    char tag_bytes[10];
+    put_varint_at(tag_bytes, field << 3 | 2);
+    if (rest_put(w, (const uint8_t *)tag_bytes, varint_size(field << 3 | 2)) < 0) return -1;
     int room = varint_size((uint64_t)was);
     if (room > w->cap - w->len) return rest_too_long();
     *mark = w->len;
