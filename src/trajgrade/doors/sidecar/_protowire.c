@@ -1,4 +1,4 @@
-/* The sidecar's OTLP on the protobuf wire: requests read in one pass, result fields encoded in one pass.
+/* The sidecar's OTLP on the protobuf wire: requests read and spliced in one pass, result fields encoded in one pass.
  *
  * The sidecar reads every span of every request it receives, and adds a run's results to its root. Through
  * protobuf's Python API each field read or set is a call into upb (about half a microsecond), and a span
@@ -15,11 +15,17 @@
  * skipped; a singular message field given twice is merged; a scalar given twice takes the last value;
  * strings must be UTF-8. Anything malformed raises ValueError naming the field and the byte offset.
  *
+ * The strings every span repeats (attribute keys, short values, span names, trace and parent ids) are read as one
+ * object each, from small tables by their bytes, rather than decoded anew on every span.
+ *
+ * Splicing (splice_spans) takes spans out of a request: every other field copied as it came, the messages that
+ * held them written anew; each span comes with its resource and scope fields, for a request of its own.
+ *
  * Encoding (encode_result_fields) writes a run's result events and verdict attributes as ``Span`` fields
  * (events = 11, attributes = 9), to be appended to the root's own bytes (concatenated messages merge);
  * encode_log_record writes one log event as a ``ScopeLogs.log_records`` entry.
  *
- * ``tests/sidecar/test_protowire.py`` checks both against protobuf's own parser and serializer.
+ * ``tests/sidecar/test_protowire.py`` checks them against protobuf's own parser and serializer.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
