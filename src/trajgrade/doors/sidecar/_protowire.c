@@ -1268,10 +1268,11 @@ static int takes_from(const Taken *t, Py_ssize_t n, Py_ssize_t ri, Py_ssize_t si
     return 0;
 }
 
-/* The fields of one ScopeSpans, without the spans taken from it. */
-static int splice_scope(const Reader *r, Buf b, Py_ssize_t ri, Py_ssize_t si, Taken *t, Py_ssize_t n, Rest *w) {
-    Out kept = {0}; /* its scope and schema_url */
-    Py_ssize_t index = 0;
+/* The fields of a ResourceSpans (si < 0), its ScopeSpans that lose spans written anew, or of one of its ScopeSpans,
+ * without the spans taken from it; each span taken gets the message's resource (or scope) and schema_url fields. */
+static int splice_message(const Reader *r, Buf b, Py_ssize_t ri, Py_ssize_t si, Taken *t, Py_ssize_t n, Rest *w) {
+    Out kept = {0};
+    Py_ssize_t count = 0, mark;
     int rc = -1;
     while (b.p < b.end) {
         uint32_t field;
@@ -1279,9 +1280,14 @@ static int splice_scope(const Reader *r, Buf b, Py_ssize_t ri, Py_ssize_t si, Ta
         Buf raw, payload;
         if (next_field(r, &b, &field, &wire, &raw, &payload) < 0) goto done;
         if (field == 2 && wire == 2) {
-            Py_ssize_t i = 0, here = index++;
-            while (i < n && !(t[i].ri == ri && t[i].si == si && t[i].index == here)) i++;
-            if (i < n) {
+            Py_ssize_t here = count++, was = payload.end - payload.p, i = 0;
+            if (si < 0 && takes_from(t, n, ri, here)) {
+                if (rest_open(w, 2, was, &mark) < 0 || splice_message(r, payload, ri, here, t, n, w) < 0) goto done;
+                rest_close(w, mark, was);
+                continue;
+            }
+            while (si >= 0 && i < n && !(t[i].ri == ri && t[i].si == si && t[i].index == here)) i++;
+            if (si >= 0 && i < n) {
                 t[i].span = payload;
                 continue;
             }
@@ -1290,38 +1296,10 @@ static int splice_scope(const Reader *r, Buf b, Py_ssize_t ri, Py_ssize_t si, Ta
         }
         if (rest_put(w, raw.p, raw.end - raw.p) < 0) goto done;
     }
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (t[i].ri == ri && t[i].si == si && kept.len && put(&t[i].scope, kept.data, kept.len) < 0) goto done;
-    rc = 0;
-done:
-    PyMem_Free(kept.data);
-    return rc;
-}
-
-/* The fields of one ResourceSpans, its ScopeSpans written anew where spans are taken from them. */
-static int splice_resource(const Reader *r, Buf b, Py_ssize_t ri, Taken *t, Py_ssize_t n, Rest *w) {
-    Out kept = {0}; /* its resource and schema_url */
-    Py_ssize_t si = 0, mark;
-    int rc = -1;
-    while (b.p < b.end) {
-        uint32_t field;
-        int wire;
-        Buf raw, payload;
-        if (next_field(r, &b, &field, &wire, &raw, &payload) < 0) goto done;
-        if (field == 2 && wire == 2) {
-            Py_ssize_t here = si++, was = payload.end - payload.p;
-            if (takes_from(t, n, ri, here)) {
-                if (rest_open(w, 2, was, &mark) < 0 || splice_scope(r, payload, ri, here, t, n, w) < 0) goto done;
-                rest_close(w, mark, was);
-                continue;
-            }
-        } else if ((field == 1 || field == 3) && wire == 2 && put(&kept, raw.p, raw.end - raw.p) < 0) {
+    for (Py_ssize_t i = 0; i < n && kept.len; i++)
+        if (t[i].ri == ri && (si < 0 || t[i].si == si) && put(si < 0 ? &t[i].resource : &t[i].scope, kept.data,
+                                                                kept.len) < 0)
             goto done;
-        }
-        if (rest_put(w, raw.p, raw.end - raw.p) < 0) goto done;
-    }
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (t[i].ri == ri && kept.len && put(&t[i].resource, kept.data, kept.len) < 0) goto done;
     rc = 0;
 done:
     PyMem_Free(kept.data);
@@ -1355,7 +1333,7 @@ static PyObject *splice_spans(PyObject *module, PyObject *args) {
         if (field == 1 && wire == 2) {
             Py_ssize_t here = ri++, was = payload.end - payload.p;
             if (takes_from(t, n, here, -1)) {
-                if (rest_open(&w, 1, was, &mark) < 0 || splice_resource(&r, payload, here, t, n, &w) < 0) goto done;
+                if (rest_open(&w, 1, was, &mark) < 0 || splice_message(&r, payload, here, -1, t, n, &w) < 0) goto done;
                 rest_close(&w, mark, was);
                 continue;
             }
