@@ -123,7 +123,7 @@ def tool_call(r: SpanRecord, request: Request | None) -> ToolCall:
 def _arguments(raw: Any) -> Any:
     """A tool's arguments parsed, without the wrapper an instrumentation put around them."""
     arguments = parse_json_value(raw)
-    inner = _unwrap(arguments, cf.TOOL_ARGUMENT_WRAPPERS)
+    inner = _unwrap(arguments, cf.TOOL_ARGUMENT_WRAPPERS, _ARGUMENT_WRAPPER_KEYS)
     return inner if isinstance(inner, dict) else arguments
 
 
@@ -131,17 +131,33 @@ def _result(raw: Any) -> Any:
     """A tool's result parsed, without the wrappers an instrumentation put around it."""
     value = parse_json_value(raw)
     for _ in range(cf.TOOL_RESULT_WRAPPER_DEPTH):
-        inner = _unwrap(value, cf.TOOL_RESULT_WRAPPERS)
+        inner = _unwrap(value, cf.TOOL_RESULT_WRAPPERS, _RESULT_WRAPPER_KEYS)
         if inner is MISSING:
             break
         value = inner
     return value
 
 
-def _unwrap(value: Any, wrappers: tuple[cf.Wrapper, ...]) -> Any:
-    """The value inside the first wrapper of ``wrappers`` that fits ``value``, else MISSING."""
+def _wrapper_keys(wrappers: tuple[cf.Wrapper, ...]) -> frozenset[str]:
+    """Every key a wrapper of ``wrappers`` must or may have: a value with any other key fits none of them."""
+    keys: set[str] = set()
+    for required, optional, _, _ in wrappers:
+        keys |= required | optional
+    return frozenset(keys)
+
+
+_ARGUMENT_WRAPPER_KEYS: Final = _wrapper_keys(cf.TOOL_ARGUMENT_WRAPPERS)
+_RESULT_WRAPPER_KEYS: Final = _wrapper_keys(cf.TOOL_RESULT_WRAPPERS)
+
+
+def _unwrap(value: Any, wrappers: tuple[cf.Wrapper, ...], keys: frozenset[str]) -> Any:
+    """The value inside the first wrapper of ``wrappers`` (whose keys are ``keys``) that fits ``value``, else
+    MISSING."""
     if not isinstance(value, dict):
         return MISSING
+    for k in value:
+        if k not in keys:
+            return MISSING  # most values: a tool's own arguments, its first key already no wrapper's
     for required, optional, path, empty in wrappers:
         if (
             all(k in value for k in required)

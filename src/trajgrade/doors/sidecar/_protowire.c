@@ -49,6 +49,7 @@ typedef struct {
     const char **prefixes;
     Py_ssize_t *prefix_lens;
     Py_ssize_t n_prefixes;
+    int quiet; /* run without the interpreter's lock: a failure raises nothing (the caller runs again to name it) */
 } Reader;
 
 static PyTypeObject SpanType;
@@ -91,7 +92,7 @@ static PyStructSequence_Desc event_desc = {"trajgrade.doors.sidecar._protowire.E
 
 /* --- the wire format ------------------------------------------------------------------------------- */
 static int fail(const Reader *r, const uint8_t *at, const char *what) {
-    PyErr_Format(PyExc_ValueError, "%s at byte %zd", what, (Py_ssize_t)(at - r->base));
+    if (!r->quiet) PyErr_Format(PyExc_ValueError, "%s at byte %zd", what, (Py_ssize_t)(at - r->base));
     return -1;
 }
 
@@ -883,6 +884,7 @@ static int check_field(Checker *c, Buf *b, const FieldDef *f, int wire) {
     }
     if (f->type == F_BYTES) {
         if (f->id_size && n != f->id_size && !(n == 0 && f->may_be_empty)) {
+            if (c->r.quiet) return -1;
             PyErr_Format(PyExc_ValueError, "%zd bytes where an id has %d, at byte %zd", n, f->id_size,
                          (Py_ssize_t)(s.p - c->r.base));
             return -1;
@@ -928,7 +930,7 @@ static int check_message(Checker *c, Buf *b, const MessageDef *m) {
         if (m->fields[i].id_size && !m->fields[i].may_be_empty && !(seen_ids & (1u << i))) {
             c->path[c->depth] = (Step){&m->fields[i], -1};
             c->path[c->depth + 1].field = NULL;
-            PyErr_Format(PyExc_ValueError, "missing (an id has %d bytes)", m->fields[i].id_size);
+            if (!c->r.quiet) PyErr_Format(PyExc_ValueError, "missing (an id has %d bytes)", m->fields[i].id_size);
             return -1;
         }
     return 0;
@@ -961,21 +963,40 @@ static void name_the_field(Checker *c) {
     Py_XDECREF(message);
 }
 
+/* A request's bytes are checked without the interpreter's lock (a bytes object cannot change meanwhile), so that
+ * the sidecar's other threads run while it is: a request found malformed is checked again with the lock, to
+ * name the field at fault. */
+static int check_whole(Checker *c, const Py_buffer *body, int quiet) {
+    memset(c, 0, sizeof *c);
+    c->r.base = body->buf;
+    c->r.quiet = quiet;
+    Buf b = {body->buf, (const uint8_t *)body->buf + body->len};
+    int rc;
+    if (quiet) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = check_message(c, &b, &REQUEST);
+        Py_END_ALLOW_THREADS
+    } else {
+        rc = check_message(c, &b, &REQUEST);
+    }
+    return rc;
+}
+
 static PyObject *check_request(PyObject *module, PyObject *args) {
+    PyObject *obj;
     Py_buffer body;
-    if (!PyArg_ParseTuple(args, "y*:check_request", &body)) return NULL;
-    Checker *c = PyMem_Calloc(1, sizeof *c);
+    if (!PyArg_ParseTuple(args, "O:check_request", &obj) || PyObject_GetBuffer(obj, &body, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Checker *c = PyMem_Malloc(sizeof *c);
     if (c == NULL) {
         PyBuffer_Release(&body);
         return PyErr_NoMemory();
     }
-    c->r.base = body.buf;
-    Buf b = {body.buf, (const uint8_t *)body.buf + body.len};
     PyObject *out = NULL;
-    if (check_message(c, &b, &REQUEST) < 0)
-        name_the_field(c);
-    else
+    if ((PyBytes_CheckExact(obj) && check_whole(c, &body, 1) == 0) || check_whole(c, &body, 0) == 0)
         out = PyLong_FromSsize_t(c->spans);
+    else
+        name_the_field(c);
     PyMem_Free(c);
     PyBuffer_Release(&body);
     return out;
