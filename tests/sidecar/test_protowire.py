@@ -3,6 +3,9 @@ encoders write what protobuf's own serializer writes."""
 
 from __future__ import annotations
 
+import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,7 @@ from trajgrade.core.readers import read_path
 from trajgrade.core.spans import ProtoSpan, proto_attributes
 from trajgrade.core.trajectory.normalize import normalize
 from trajgrade.doors.sidecar._protowire import (
+    check_request,
     encode_log_record,
     encode_result_fields,
     read_request,
@@ -468,6 +472,37 @@ def test_a_request_checked_whole_counts_its_spans_before_reading_any() -> None:
     request = parse_protobuf(body)
     assert request.span_count == 3 and request._spans is None
     assert [s.size for s in request.spans] == [len(_one_span().SerializeToString())] * 3
+
+
+def test_a_request_is_checked_while_the_other_threads_run() -> None:
+    """The check reads the bytes without the interpreter's lock: a thread waiting for it counts meanwhile (with the
+    lock held, it could take it only once the switch interval had passed, about 15 times what the check takes)."""
+    body = _request_of(_one_span(attributes=[{"key": f"k{i}", "value": {"int_value": i}} for i in range(20)])) * 10_000
+    count, done = [0], threading.Event()
+
+    def counter() -> None:
+        while not done.is_set():
+            count[0] += 1
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.25)
+    thread = threading.Thread(target=counter)
+    try:
+        thread.start()
+        while count[0] == 0:
+            time.sleep(0.001)
+        before = count[0]
+        spans = check_request(body)
+        counted = count[0] - before
+    finally:
+        done.set()
+        thread.join()
+        sys.setswitchinterval(interval)
+    assert spans == 10_000
+    assert counted > 0
+    # and a body that is not bytes (it could change meanwhile) is checked holding the lock, its errors named alike
+    with pytest.raises(ValueError, match=r"spans\[0\]\.trace_id: missing"):
+        check_request(bytearray(_request_of(_one_span(trace_id=b""))))
 
 
 # --- taking spans out of a request ------------------------------------------------------------------------
