@@ -30,7 +30,8 @@ spread over them. Every request holds whole traces, so this is the routing of th
 exporter (``routing_key: traceID``) in front of a fleet on one machine.
 
 Figures: acknowledged spans per second, p99 request latency, and the receiver's CPU time per span (from
-``/proc``: steadier than throughput on a shared machine, and what the sidecar costs beside a collector).
+``/proc``: steadier than throughput on a shared machine, and what the sidecar costs beside a collector), and the
+load generator's own CPU time per span, which should stay a small part of the receivers' (it shares their cores).
 Targets, each with the sidecar's defaults (in-flight checks and log events on): trajgrade at least 0.8 times the
 bare receiver's rate on both loads (``MIN_RATIO``); at least 80,000 spans/s from the sidecars this machine runs
 (``PROCESSES``, one a core, ``MIN_FLEET_SPANS_PER_S``), as a fleet is sized, and 0.8 times the bare receivers'
@@ -92,13 +93,14 @@ LOADGEN = textwrap.dedent(
                 else: refused[0] += 1
         with lock: latencies.extend(mine)
     threads = [threading.Thread(target=worker, args=(k,)) for k in range(connections)]
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     for t in threads: t.start()
     for t in threads: t.join()
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     latencies.sort()
     p99 = latencies[int(len(latencies) * 0.99) - 1] if latencies else 0.0
-    print(json.dumps({"ok": ok[0], "spans": spans[0], "refused": refused[0], "elapsed": elapsed, "p99": p99}))
+    out = {"ok": ok[0], "spans": spans[0], "refused": refused[0], "elapsed": elapsed, "p99": p99, "cpu": cpu}
+    print(json.dumps(out))
     """
 )
 
@@ -323,6 +325,7 @@ def load(ports: Sequence[int], shape: str = "synthetic") -> dict[str, float]:
     )
     result: dict[str, float] = json.loads(out.stdout)
     result["spans_per_s"] = result["spans"] / result["elapsed"]
+    result["load_cpu_us_per_span"] = result["cpu"] / max(1, result["spans"]) * 1e6
     return result
 
 
@@ -453,6 +456,15 @@ def figures() -> list[Figure]:
                 "bare receiver",
             ),
             Figure("  sidecar requests refused (429)", t["refused"], "", "-", True),
+            Figure(
+                "  the load generator's own CPU per span, beside the sidecar",
+                t["load_cpu_us_per_span"],
+                "us",
+                "-",
+                True,
+                b["load_cpu_us_per_span"],
+                "beside the bare receiver",
+            ),
         ]
     b = results[("bare", "synthetic", 1)]
     figs += _reference(
