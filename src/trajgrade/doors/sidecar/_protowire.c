@@ -971,14 +971,11 @@ static int check_whole(Checker *c, const Py_buffer *body, int quiet) {
     c->r.base = body->buf;
     c->r.quiet = quiet;
     Buf b = {body->buf, (const uint8_t *)body->buf + body->len};
+    if (!quiet) return check_message(c, &b, &REQUEST);
     int rc;
-    if (quiet) {
-        Py_BEGIN_ALLOW_THREADS
-        rc = check_message(c, &b, &REQUEST);
-        Py_END_ALLOW_THREADS
-    } else {
-        rc = check_message(c, &b, &REQUEST);
-    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = check_message(c, &b, &REQUEST);
+    Py_END_ALLOW_THREADS
     return rc;
 }
 
