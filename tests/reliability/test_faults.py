@@ -131,6 +131,25 @@ def test_sigterm_under_load_delivers_every_acknowledged_span(tmp_path: Path) -> 
     received = backend.span_ids()
     assert set(received.values()) == {1}
     assert len(received) == 7 * len(acknowledged)
+    # and it says so as it stops: every acknowledged run graded (those held then, as partial), nothing dropped
+    summary = f"stopped: {len(acknowledged)} runs graded; traces or spans dropped: none; internal errors: none; "
+    assert summary + "every span delivered" in sidecar.out.read_text(), sidecar.out.read_text()[-2000:]
+
+
+def test_serve_says_as_it_stops_what_it_dropped_by_reason(tmp_path: Path) -> None:
+    """Three runs of six spans whose roots never come, into buffers for two traces: the third run's spans are dropped
+    (each counted, as the metric counts them), the two others are graded as partial when the sidecar stops (their
+    roots never came), and the line it logs says both."""
+    config = ROOT / "tests" / "sidecar" / "graders.yaml"
+    with sink() as backend, serve(tmp_path, config, [backend.url], "--max-traces", "2") as sidecar:
+        for trace in (1, 2, 3):
+            body = run_request(trace, with_root=False).SerializeToString()
+            assert requests.post(f"{sidecar.url}/v1/traces", data=body, headers=PROTOBUF).status_code == 200
+        assert backend.wait_for(18)  # forwarded whole, dropped from grading or not
+        assert sidecar.stop() == 0
+    out = sidecar.out.read_text()
+    dropped = "traces or spans dropped: max_traces 6, open_at_shutdown 2"
+    assert f"stopped: 2 runs graded; {dropped}; internal errors: none;" in out, out[-2000:]
 
 
 def test_a_failure_in_trajgrade_itself_exits_3_with_its_traceback_not_1() -> None:

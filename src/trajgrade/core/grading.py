@@ -6,7 +6,9 @@ they all call :meth:`Grading.grade`.
 
 from __future__ import annotations
 
+import collections
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -41,6 +43,12 @@ class Grading:
         self.metrics = GradingMetrics(meter_provider, active=active)
         self.on_report = on_report
         self.on_breach = on_breach
+        # Guards the tallies a door reports when it stops (``summary``): what it dropped and what failed inside it,
+        # by reason, as its metrics count them, and the runs it graded.
+        self._lock = threading.Lock()
+        self._drops: collections.Counter[str] = collections.Counter()
+        self._errors: collections.Counter[str] = collections.Counter()
+        self._graded = 0
 
     def breached(self, breach: Breach) -> None:
         """Record an in-flight breach and hand it to ``on_breach`` (called once per run and grader)."""
@@ -51,10 +59,21 @@ class Grading:
                 self.on_breach(breach)
 
     def count_drop(self, reason: str) -> None:
+        with self._lock:
+            self._drops[reason] += 1
         self.metrics.record_drop(reason)
 
     def count_internal_error(self, error_type: str) -> None:
+        with self._lock:
+            self._errors[error_type] += 1
         self.metrics.record_internal_error(error_type)
+
+    def summary(self) -> str:
+        """What this grading did so far, in one line: the runs graded, and what was dropped and what failed inside,
+        each by reason (as ``trajgrade.traces.dropped`` and ``trajgrade.internal_errors`` count them)."""
+        with self._lock:
+            graded, drops, errors = self._graded, sorted(self._drops.items()), sorted(self._errors.items())
+        return f"{graded} runs graded; traces or spans dropped: {_tally(drops)}; internal errors: {_tally(errors)}"
 
     def grade(self, run: CollectedRun[Any]) -> RunReport | None:
         """Build and grade a run; record its metrics; hand it to ``on_report``. A root that is not a run (an
@@ -67,7 +86,13 @@ class Grading:
             trajectory = run.trajectory(self.config.prices)
             report = grade_run(self.config, trajectory)
             self.metrics.record_report(report, time.perf_counter() - started)
+            with self._lock:
+                self._graded += 1
         if report is not None and self.on_report is not None:
             with internal_errors("on_report callback", self.count_internal_error):
                 self.on_report(report)
         return report
+
+
+def _tally(counts: list[tuple[str, int]]) -> str:
+    return ", ".join(f"{reason} {n}" for reason, n in counts) if counts else "none"

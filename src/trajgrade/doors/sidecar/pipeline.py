@@ -307,6 +307,10 @@ class Pipeline:
                 self._logs.shutdown()
         return left
 
+    def summary(self) -> str:
+        """The runs graded so far, and what was dropped and what failed inside, by reason, in one line."""
+        return self._grading.summary()
+
     def flush(self, timeout_s: float = 10.0) -> bool:
         """Grade what is due and wait until every forwarder has delivered its queue and every log event is
         exported (tests, shutdown)."""

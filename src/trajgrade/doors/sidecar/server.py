@@ -225,4 +225,6 @@ def serve(config: Config, options: SidecarOptions) -> int:
         logger.warning("trajgrade serve: %s", slow)
     stop.wait()
     left = sidecar.stop()
+    delivered = f"{left} spans not delivered" if left else "every span delivered"
+    logger.warning("trajgrade serve: stopped: %s; %s", sidecar.pipeline.summary(), delivered)
     return 0 if left == 0 else 1
