@@ -32,6 +32,18 @@ exporter (``routing_key: traceID``) in front of a fleet on one machine.
 Figures: acknowledged spans per second, p99 request latency, and the receiver's CPU time per span (from
 ``/proc``: steadier than throughput on a shared machine, and what the sidecar costs beside a collector), and the
 load generator's own CPU time per span, which should stay a small part of the receivers' (it shares their cores).
+
+Each connection sends its next request as soon as the last is answered, so these p99s are taken at each receiver's
+own full rate: with a fixed number of requests in flight, latency is that number over the rate (Little's law), and a
+receiver at half the other's rate shows about twice its latency. For reference, the sidecar and the bare receiver
+then take the same load at a set rate both carry, ``EQUAL_LOAD`` times the sidecar's rate just measured (requests
+due at fixed times over the same connections, each timed from when it was due): their p99s there compare what a
+collector sending the same traffic to either would wait.
+
+Each sidecar says, as it stops, what it dropped from grading (``dropped``): nothing may be dropped at its buffers'
+bounds, since a sidecar whose grading fell behind its receiving would drop runs there rather than slow down, and show
+a rate it did not grade at.
+
 Targets, each with the sidecar's defaults (in-flight checks and log events on): trajgrade at least 0.8 times the
 bare receiver's rate on both loads (``MIN_RATIO``); at least 80,000 spans/s from the sidecars this machine runs
 (``PROCESSES``, one a core, ``MIN_FLEET_SPANS_PER_S``), as a fleet is sized, and 0.8 times the bare receivers'
@@ -42,6 +54,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -51,6 +64,7 @@ import textwrap
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import IO
 
 from _common import Figure, print_table
 
@@ -66,6 +80,8 @@ PROCESSES = 2
 #: The sidecar's rate, at least this times the bare receiver's; its p99 latency, at most this times the bare one's.
 MIN_RATIO = 0.8
 MAX_P99_RATIO = 1.5
+#: The load both receivers take for the reference latency at an equal load, as a part of the sidecar's rate.
+EQUAL_LOAD = 0.5
 #: The rate of ``PROCESSES`` sidecars together, at least.
 MIN_FLEET_SPANS_PER_S = 80_000
 
@@ -76,15 +92,20 @@ LOADGEN = textwrap.dedent(
     from bench_sidecar import fixture_templates, make_templates, with_new_trace_ids
     ports, seconds, connections = [int(p) for p in sys.argv[1].split(",")], float(sys.argv[2]), int(sys.argv[3])
     templates = make_templates(64) if sys.argv[5] == "synthetic" else fixture_templates()
+    rate = float(sys.argv[6])  # requests a second, all connections together; 0: each sends as soon as answered
     ok, spans, refused, latencies, lock = [0], [0], [0], [], threading.Lock()
-    stop_at = time.perf_counter() + seconds
+    start = time.perf_counter(); stop_at = start + seconds
     def worker(k):
         conn = http.client.HTTPConnection("127.0.0.1", ports[k % len(ports)], timeout=30)
         mine, i = [], k
+        due = start + k / rate if rate else 0.0  # when the next request is due, at a set rate
         while time.perf_counter() < stop_at:
             template = templates[i % len(templates)]
             body = with_new_trace_ids(template, k, i); i += connections
             t0 = time.perf_counter()
+            if rate:  # timed from when it was due, so that a late answer delays no request's timing
+                if t0 < due: time.sleep(due - t0)
+                t0, due = due, due + connections / rate
             conn.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
             r = conn.getresponse(); r.read()
             mine.append(time.perf_counter() - t0)
@@ -314,11 +335,13 @@ def rotel(workdir: Path, http_port: int, *, grading: bool = False) -> subprocess
     return proc
 
 
-def load(ports: Sequence[int], shape: str = "synthetic") -> dict[str, float]:
-    """The load generator's figures; its connections are spread over ``ports``."""
+def load(ports: Sequence[int], shape: str = "synthetic", rate: float = 0.0) -> dict[str, float]:
+    """The load generator's figures; its connections are spread over ``ports``. ``rate``: requests a second, all
+    connections together (0: as many as the receiver answers)."""
     ports_arg = ",".join(map(str, ports))
+    here = str(Path(__file__).parent)
     out = subprocess.run(
-        [sys.executable, "-c", LOADGEN, ports_arg, str(SECONDS), str(CONNECTIONS), str(Path(__file__).parent), shape],
+        [sys.executable, "-c", LOADGEN, ports_arg, str(SECONDS), str(CONNECTIONS), here, shape, str(rate)],
         capture_output=True,
         text=True,
         check=True,
@@ -335,10 +358,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def load_process(procs: Sequence[subprocess.Popen[bytes]], ports: Sequence[int], shape: str) -> dict[str, float]:
+def load_process(
+    procs: Sequence[subprocess.Popen[bytes]], ports: Sequence[int], shape: str, rate: float = 0.0
+) -> dict[str, float]:
     """``load`` against receiver processes, with their CPU microseconds (all of them) per acknowledged span."""
     before = sum(cpu_seconds(p.pid) for p in procs)
-    result = load(ports, shape)
+    result = load(ports, shape, rate)
     result["cpu_us_per_span"] = (sum(cpu_seconds(p.pid) for p in procs) - before) / max(1, result["spans"]) * 1e6
     return result
 
@@ -347,13 +372,36 @@ def serve(forward: str, settle: str = "100ms", *options: str) -> Receiver:
     """``trajgrade serve`` with this benchmark's config on a free port, forwarding to ``forward``."""
     port = free_port()
     cmd = [str(BIN / "trajgrade"), "serve", "--config", str(CONFIG), "--otlp-http", f"127.0.0.1:{port}"]
+    log = tempfile.TemporaryFile()
     proc = subprocess.Popen(
-        [*cmd, "--forward", forward, "--settle", settle, *options],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        [*cmd, "--forward", forward, "--settle", settle, *options], stdout=subprocess.DEVNULL, stderr=log
     )
+    _LOGS[proc.pid] = log
     wait_port(port, proc)
     return proc, port
+
+
+#: What each ``trajgrade serve`` started here logs, by process id, read when it has stopped (``dropped``).
+_LOGS: dict[int, IO[bytes]] = {}
+#: The reasons a sidecar drops a trace or a span at its buffers' bounds (others: a trace whose root never came, graded
+#: as partial when it stops, as some fixtures' are).
+_BOUNDS = {"max_traces", "max_spans_per_trace", "max_buffered_bytes", "queue_full"}
+
+
+def dropped(proc: subprocess.Popen[bytes]) -> int:
+    """The traces and spans a stopped ``trajgrade serve`` dropped at its buffers' bounds, by the line it logs as it
+    stops (0 for another receiver): a sidecar whose grading fell behind its receiving would drop runs there, rather
+    than slow down."""
+    log = _LOGS.pop(proc.pid, None)
+    if log is None:
+        return 0
+    log.seek(0)
+    text = log.read().decode(errors="replace")
+    log.close()
+    found = re.search(r"stopped: .*; traces or spans dropped: ([^;]*);", text)
+    if found is None:
+        raise RuntimeError(f"trajgrade serve did not say what it dropped as it stopped:\n{text[-2000:]}")
+    return sum(int(n) for reason, n in re.findall(r"(\w+) (\d+)", found.group(1)) if reason in _BOUNDS)
 
 
 #: ``serve``'s metrics on a Prometheus endpoint (nothing scrapes it: recording them is the cost).
@@ -401,13 +449,12 @@ def figures() -> list[Figure]:
                 if (shape, n) == ("synthetic", 1):  # and once with the metrics a deployment scrapes
                     receivers.append(("trajgrade+metrics", lambda: serve(sink_url, "100ms", *_METRICS)))
                 for name, receiver in receivers:
-                    started = _start(receiver, n)
-                    try:
-                        procs, ports = [p for p, _ in started], [port for _, port in started]
-                        results[(name, shape, n)] = load_process(procs, ports, shape)
-                    finally:
-                        for proc, _port in started:
-                            stop(proc)
+                    results[(name, shape, n)] = _measure(receiver, n, shape)
+                if n == 1:  # then both at a rate both carry: half the sidecar's, as it was just measured
+                    sidecar = results[("trajgrade", shape, n)]
+                    rate = EQUAL_LOAD * sidecar["ok"] / sidecar["elapsed"]
+                    for name, receiver in receivers[:2]:
+                        results[(f"{name} at an equal load", shape, n)] = _measure(receiver, n, shape, rate)
         finally:
             stop(sink)
         for name, grading in (("rotel", False), ("rotel+trajgrade", True)):
@@ -457,6 +504,9 @@ def figures() -> list[Figure]:
             ),
             Figure("  sidecar requests refused (429)", t["refused"], "", "-", True),
             Figure(
+                "  sidecar traces or spans dropped at its buffers' bounds", t["dropped"], "", "= 0", t["dropped"] == 0
+            ),
+            Figure(
                 "  the load generator's own CPU per span, beside the sidecar",
                 t["load_cpu_us_per_span"],
                 "us",
@@ -466,6 +516,20 @@ def figures() -> list[Figure]:
                 "beside the bare receiver",
             ),
         ]
+        if n == 1:
+            te, be = results[("trajgrade at an equal load", shape, n)], results[("bare at an equal load", shape, n)]
+            figs.append(
+                Figure(
+                    f"  reference: p99 at an equal load both carry ({te['spans_per_s']:,.0f} spans/s, half the"
+                    " sidecar's rate)",
+                    te["p99"] * 1000,
+                    "ms",
+                    "-",
+                    True,
+                    be["p99"] * 1000,
+                    "bare receiver",
+                )
+            )
     b = results[("bare", "synthetic", 1)]
     figs += _reference(
         f"the sidecar with its Prometheus endpoint on, {SHAPES['synthetic']}",
@@ -484,6 +548,18 @@ def figures() -> list[Figure]:
         b,
     )
     return figs
+
+
+def _measure(receiver: Callable[[], Receiver], n: int, shape: str, rate: float = 0.0) -> dict[str, float]:
+    """``load_process`` against ``n`` receivers started for it (and stopped after)."""
+    started = _start(receiver, n)
+    try:
+        result = load_process([p for p, _ in started], [port for _, port in started], shape, rate)
+    finally:
+        for proc, _port in started:
+            stop(proc)
+    result["dropped"] = sum(dropped(proc) for proc, _port in started)
+    return result
 
 
 def _reference(label: str, r: dict[str, float], bare_result: dict[str, float]) -> list[Figure]:
