@@ -24,6 +24,7 @@ over OTLP/HTTP when the standard environment names an endpoint (``OTEL_EXPORTER_
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 import os
 import threading
@@ -50,10 +51,14 @@ logger = logging.getLogger(__name__)
 _EMPTY: Mapping[str, Any] = {}
 
 
+#: The types of a rotel AnyValue's content that are plain Python values already (most attributes' are).
+_PLAIN = frozenset({str, int, float, bool, bytes, type(None)})
+
+
 def _value(v: Any) -> Any:
     """A rotel AnyValue's content as a plain Python value."""
     inner = getattr(v, "value", v)
-    if isinstance(inner, str | bool | int | float | bytes) or inner is None:
+    if type(inner) in _PLAIN or isinstance(inner, str | bool | int | float | bytes):
         return inner
     try:  # ArrayValue or KeyValueList
         items = [inner[i] for i in range(len(inner))]
@@ -65,23 +70,30 @@ def _value(v: Any) -> Any:
 
 
 def _attributes(kvs: Any) -> dict[str, Any]:
-    return {kv.key: _value(kv.value) for kv in kvs}
+    attributes = {}
+    for kv in kvs:
+        v = kv.value
+        inner = getattr(v, "value", v)
+        attributes[kv.key] = inner if type(inner) in _PLAIN else _value(v)  # _value: an array, a list of pairs
+    return attributes
 
 
 class RotelSpan:
-    """A :class:`trajgrade.core.spans.SpanView` over a rotel span."""
+    """A :class:`trajgrade.core.spans.SpanView` over a rotel span. Its ids are read once, when it is made: each read
+    of a rotel span's field makes a new Python object of it, and every span's ids are read more than once."""
 
-    __slots__ = ("_attributes", "_resource", "_scope", "_span")
+    __slots__ = ("_attributes", "_parent", "_resource", "_scope", "_span", "parent_span_id", "span_id", "trace_id")
 
     def __init__(self, span: Any, resource: Mapping[str, Any], scope: str) -> None:
         self._span = span
         self._resource = resource
         self._scope = scope
         self._attributes: dict[str, Any] | None = None
+        self.trace_id = bytes(span.trace_id).hex()
+        self.span_id = bytes(span.span_id).hex()
+        self._parent = bytes(span.parent_span_id)
+        self.parent_span_id = self._parent.hex() or None
 
-    trace_id = property(lambda self: bytes(self._span.trace_id).hex())
-    span_id = property(lambda self: bytes(self._span.span_id).hex())
-    parent_span_id = property(lambda self: bytes(self._span.parent_span_id).hex() or None)
     name = property(lambda self: self._span.name)
     kind = property(lambda self: int(self._span.kind))
     start_unix_nano = property(lambda self: int(self._span.start_time_unix_nano))
@@ -91,7 +103,7 @@ class RotelSpan:
 
     @property
     def parent_is_remote(self) -> bool | None:
-        return otlp_parent_is_remote(bytes(self._span.parent_span_id), int(self._span.flags))
+        return otlp_parent_is_remote(self._parent, int(self._span.flags))
 
     @property
     def status_code(self) -> int:
@@ -114,9 +126,18 @@ class RotelSpan:
         return tuple(make_event(e.name, int(e.time_unix_nano), _attributes(e.attributes)) for e in self._span.events)
 
 
-def _key_value(key: str, value: Any) -> Any:
+@functools.cache
+def _rotel_types() -> tuple[Any, Any, Any, Any]:
+    """rotel's ``AnyValue``, ``ArrayValue``, ``KeyValue`` and ``Event`` (only rotel's interpreter has them), imported
+    when first needed rather than at each value written."""
     from rotel_sdk.open_telemetry.common.v1 import AnyValue, ArrayValue, KeyValue
+    from rotel_sdk.open_telemetry.trace.v1 import Event
 
+    return AnyValue, ArrayValue, KeyValue, Event
+
+
+def _key_value(key: str, value: Any) -> Any:
+    AnyValue, ArrayValue, KeyValue, _ = _rotel_types()
     if isinstance(value, list | tuple):
         array = ArrayValue()
         for item in value:
@@ -247,8 +268,7 @@ class RotelGrader:
 def _add_results(graded: list[Graded[Any]], made: list[list[dict[str, AttributeValue]] | None]) -> None:
     """A graded run's results as events and attributes of its root, when it is still passing; ``made``: each run's
     results' attributes (``results_attributes``)."""
-    from rotel_sdk.open_telemetry.trace.v1 import Event
-
+    Event = _rotel_types()[3]
     for (run, report), attributes in zip(graded, made, strict=True):
         span = run.payload
         if span is None or report is None or attributes is None:
