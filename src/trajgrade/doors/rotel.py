@@ -57,7 +57,11 @@ _PLAIN = frozenset({str, int, float, bool, bytes, type(None)})
 
 def _value(v: Any) -> Any:
     """A rotel AnyValue's content as a plain Python value."""
-    inner = getattr(v, "value", v)
+    return _content(getattr(v, "value", v))
+
+
+def _content(inner: Any) -> Any:
+    """The content of a rotel AnyValue (``AnyValue.value``) as a plain Python value."""
     if type(inner) in _PLAIN or isinstance(inner, str | bool | int | float | bytes):
         return inner
     try:  # ArrayValue or KeyValueList
@@ -74,7 +78,7 @@ def _attributes(kvs: Any) -> dict[str, Any]:
     for kv in kvs:
         v = kv.value
         inner = getattr(v, "value", v)
-        attributes[kv.key] = inner if type(inner) in _PLAIN else _value(v)  # _value: an array, a list of pairs
+        attributes[kv.key] = inner if type(inner) in _PLAIN else _content(inner)  # an array, a list of pairs
     return attributes
 
 
