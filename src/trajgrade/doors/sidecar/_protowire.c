@@ -96,7 +96,7 @@ static int fail(const Reader *r, const uint8_t *at, const char *what) {
     return -1;
 }
 
-static int varint(const Reader *r, Buf *b, uint64_t *out) {
+static int varint_long(const Reader *r, Buf *b, uint64_t *out) {
     uint64_t v = 0;
     const uint8_t *start = b->p;
     for (int shift = 0; shift < 70; shift += 7) {
@@ -111,6 +111,15 @@ static int varint(const Reader *r, Buf *b, uint64_t *out) {
     return fail(r, start, "varint longer than 10 bytes");
 }
 
+/* Most varints on the wire (tags, lengths of short fields, small ints) are one byte: read inline. */
+static inline int varint(const Reader *r, Buf *b, uint64_t *out) {
+    if (b->p < b->end && !(*b->p & 0x80)) {
+        *out = *b->p++;
+        return 0;
+    }
+    return varint_long(r, b, out);
+}
+
 static int fixed(const Reader *r, Buf *b, int size, uint64_t *out) {
     if (b->end - b->p < size) return fail(r, b->p, "truncated fixed-size field");
     uint64_t v = 0;
@@ -120,7 +129,7 @@ static int fixed(const Reader *r, Buf *b, int size, uint64_t *out) {
     return 0;
 }
 
-static int delimited(const Reader *r, Buf *b, Buf *out) {
+static inline int delimited(const Reader *r, Buf *b, Buf *out) {
     uint64_t n;
     const uint8_t *at = b->p;
     if (varint(r, b, &n) < 0) return -1;
@@ -131,7 +140,7 @@ static int delimited(const Reader *r, Buf *b, Buf *out) {
     return 0;
 }
 
-static int tag(const Reader *r, Buf *b, uint32_t *field, int *wire) {
+static inline int tag(const Reader *r, Buf *b, uint32_t *field, int *wire) {
     uint64_t key;
     const uint8_t *at = b->p;
     if (varint(r, b, &key) < 0) return -1;
@@ -899,38 +908,46 @@ static int check_field(Checker *c, Buf *b, const FieldDef *f, int wire) {
 }
 
 static int check_message(Checker *c, Buf *b, const MessageDef *m) {
-    Py_ssize_t counts[MAX_FIELDS] = {0};
+    /* The path to the field at fault is kept only when a failure is to be named (not quiet). */
+    const int quiet = c->r.quiet;
+    Py_ssize_t counts[MAX_FIELDS];
+    if (!quiet) memset(counts, 0, sizeof counts);
     uint32_t seen_ids = 0; /* ids that must be present, by field index */
     if (m->is_span) c->spans++;
     while (b->p < b->end) {
         uint32_t number;
         int wire;
-        c->path[c->depth].field = NULL; /* a failure before a field is known is the message's */
+        if (!quiet) c->path[c->depth].field = NULL; /* a failure before a field is known is the message's */
         if (tag(&c->r, b, &number, &wire) < 0) return -1;
         if (wire > 5) return fail(&c->r, b->p - 1, "invalid wire type");
         const FieldDef *f = NULL;
-        int i = 0;
-        for (; i < m->n; i++)
-            if (m->fields[i].number == number) {
-                f = &m->fields[i];
-                break;
-            }
+        int i = (int)number - 1; /* the fields of most messages are numbered 1, 2, 3... in order */
+        if (number <= (uint32_t)m->n && m->fields[i].number == number) {
+            f = &m->fields[i];
+        } else {
+            for (i = 0; i < m->n; i++)
+                if (m->fields[i].number == number) {
+                    f = &m->fields[i];
+                    break;
+                }
+        }
         if (f == NULL) {
             if (skip(&c->r, b, number, wire, 0) < 0) return -1;
             continue;
         }
-        c->path[c->depth] = (Step){f, f->repeated ? counts[i]++ : -1};
+        if (!quiet) c->path[c->depth] = (Step){f, f->repeated ? counts[i]++ : -1};
         if (check_field(c, b, f, wire) < 0) {
-            c->path[c->depth + 1].field = NULL; /* the path ends at this field */
+            if (!quiet) c->path[c->depth + 1].field = NULL; /* the path ends at this field */
             return -1;
         }
         if (f->id_size) seen_ids |= 1u << i;
     }
     for (int i = 0; i < m->n; i++)
         if (m->fields[i].id_size && !m->fields[i].may_be_empty && !(seen_ids & (1u << i))) {
+            if (quiet) return -1;
             c->path[c->depth] = (Step){&m->fields[i], -1};
             c->path[c->depth + 1].field = NULL;
-            if (!c->r.quiet) PyErr_Format(PyExc_ValueError, "missing (an id has %d bytes)", m->fields[i].id_size);
+            PyErr_Format(PyExc_ValueError, "missing (an id has %d bytes)", m->fields[i].id_size);
             return -1;
         }
     return 0;
