@@ -452,6 +452,20 @@ _SPAN = "resource_spans[0].scope_spans[0].spans[0]"
             ),
             f"{_SPAN}.events[0].attributes[0].key: not valid UTF-8",
         ),
+        # fields whose number is not their place in the message (Status numbers its fields 2 and 3)
+        (
+            _request_of(_one_span(status=trace_pb2.Status(message="BAD", code=2))).replace(b"BAD", b"\xff\xfe\xfd"),
+            f"{_SPAN}.status.message: not valid UTF-8",
+        ),
+        (
+            _request_of(_one_span(status=trace_pb2.Status(code=2))).replace(b"\x18\x02", b"\x1d\x02\x00\x00\x00"),
+            f"{_SPAN}.status.code: wrong wire type",
+        ),
+        # a length of more than one byte on the wire
+        (
+            _request_of(_one_span(name="x" * 200 + "BAD")).replace(b"BAD", b"\xc0\xaf!"),
+            f"{_SPAN}.name: not valid UTF-8",
+        ),
         # a known field with another wire type: protobuf's Python parser keeps it as unknown, the Collector refuses
         (_request_of(_one_span()) + b"\x0d\x00\x00\x00\x00", "resource_spans[1]: wrong wire type"),
         (
