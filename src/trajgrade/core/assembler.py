@@ -17,7 +17,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Container, Hashable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from trajgrade.core.trajectory.normalize import SpanRecord, share_strings
@@ -28,19 +28,32 @@ _RECENT = 4096
 _CHECK_LOCKS = 64
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class TraceBuffer:
-    records: list[SpanRecord] = field(default_factory=list)
-    first_seen: float = field(default_factory=time.monotonic)
-    dropped_spans: int = 0
-    size: int = 0  # bytes of the items added with a size
+    """A trace's span records as they arrive (one a run: its ``__init__`` is written out, which mypyc compiles,
+    where the one ``@dataclass`` generates would run interpreted)."""
+
+    records: list[SpanRecord]
+    first_seen: float
+    dropped_spans: int
+    size: int  # bytes of the items added with a size
     #: In-flight checks (``inflight``): how many items they have seen, their trackers, and the lock of its feeder
     #: (one of the assembler's few, shared).
-    checked: int = 0
-    trackers: Any = None
-    check_lock: Any = None
+    checked: int
+    trackers: Any
+    check_lock: Any
     #: A span of the trace could not be read: its run is neither checked nor graded.
-    unreadable: bool = False
+    unreadable: bool
+
+    def __init__(self) -> None:
+        self.records = []
+        self.first_seen = time.monotonic()
+        self.dropped_spans = 0
+        self.size = 0
+        self.checked = 0
+        self.trackers = None
+        self.check_lock = None
+        self.unreadable = False
 
 
 class Assembler:

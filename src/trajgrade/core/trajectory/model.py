@@ -10,11 +10,11 @@ What counts:
   request that reports no usage, which counts zero (as the frameworks' own accounting does);
 - errors are the run's LLM, tool and agent spans, and its root, whose status is ERROR.
 
-Every value here is read-only by contract. The per-span ones (``Usage``, ``ToolCall``, ``Step``) are plain
-slotted classes rather than frozen dataclasses, because a frozen dataclass of twenty fields costs about eight
-times as much to build, and a trajectory builds one per span. They also write their ``__init__`` out: this
-module is compiled with mypyc (``setup.py``), which compiles a written ``__init__`` but leaves the one
-``@dataclass`` generates interpreted, at about eight times the cost.
+Every value here is read-only by contract. The classes are plain slotted ones (dataclasses for their comparison
+and ``repr``) rather than frozen dataclasses, because a frozen dataclass of twenty fields costs about eight times
+as much to build: a trajectory builds a ``Step`` per span, and its ``Summary`` and ``Trajectory`` once a run.
+They also write their ``__init__`` out: this module is compiled with mypyc (``setup.py``), which compiles a written
+``__init__`` but leaves the one ``@dataclass`` generates interpreted, at about eight times the cost.
 
 Every record here is built with keyword arguments only (the written ``__init__`` methods take them after a
 ``*``, the dataclasses are ``kw_only``): adding a field touches the model, its builder and its test, not every
@@ -237,7 +237,7 @@ class Step:
         return self.status == "error"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, init=False)
 class AgentSummary:
     """One agent of a run (the run's own and each sub-agent it delegated to)."""
 
@@ -252,8 +252,33 @@ class AgentSummary:
     output_tokens: int | None
     failed: bool
 
+    def __init__(
+        self,
+        *,
+        name: str,
+        parent: str | None,
+        span_id: str,
+        turns: int,
+        llm_calls: int,
+        tool_calls: int,
+        tool_names: tuple[str, ...],
+        input_tokens: int | None,
+        output_tokens: int | None,
+        failed: bool,
+    ) -> None:
+        self.name = name
+        self.parent = parent
+        self.span_id = span_id
+        self.turns = turns
+        self.llm_calls = llm_calls
+        self.tool_calls = tool_calls
+        self.tool_names = tool_names
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+        self.failed = failed
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+
+@dataclass(slots=True, init=False)
 class Summary:
     """The run's metrics, as graders and the CLI read them."""
 
@@ -269,24 +294,71 @@ class Summary:
     duration_ms: float
     tool_names: tuple[str, ...]
     failed: bool
-    cache_read_tokens: int | None = None
-    cache_write_tokens: int | None = None
-    reasoning_tokens: int | None = None
+    cache_read_tokens: int | None
+    cache_write_tokens: int | None
+    reasoning_tokens: int | None
     #: LLM calls that carry no token counts although others do (the sums are then lower bounds).
-    llm_calls_without_usage: int = 0
+    llm_calls_without_usage: int
     #: Where the token counts came from: "llm_calls", "agent_totals" (a fallback) or None.
-    usage_source: str | None = None
+    usage_source: str | None
     #: LLM calls whose cost could not be known (no span cost, no tokens, or an unknown model).
-    llm_calls_without_cost: int = 0
+    llm_calls_without_cost: int
     #: Failed model requests that reported no usage: counted as zero tokens, as the frameworks count them.
-    failed_llm_calls_without_usage: int = 0
+    failed_llm_calls_without_usage: int
     #: Tool calls a model requested that no tool span executed (names, in request order), and tool calls that
     #: ran without a request among the run's model calls: known only where the spans record the requests.
-    tool_calls_not_run: tuple[str, ...] = ()
-    tool_calls_not_requested: tuple[str, ...] = ()
+    tool_calls_not_run: tuple[str, ...]
+    tool_calls_not_requested: tuple[str, ...]
+
+    def __init__(
+        self,
+        *,
+        llm_calls: int,
+        tool_calls: int,
+        tool_errors: int,
+        turns: int,
+        errors: int,
+        input_tokens: int | None,
+        output_tokens: int | None,
+        total_tokens: int | None,
+        cost_usd: float | None,
+        duration_ms: float,
+        tool_names: tuple[str, ...],
+        failed: bool,
+        cache_read_tokens: int | None = None,
+        cache_write_tokens: int | None = None,
+        reasoning_tokens: int | None = None,
+        llm_calls_without_usage: int = 0,
+        usage_source: str | None = None,
+        llm_calls_without_cost: int = 0,
+        failed_llm_calls_without_usage: int = 0,
+        tool_calls_not_run: tuple[str, ...] = (),
+        tool_calls_not_requested: tuple[str, ...] = (),
+    ) -> None:
+        self.llm_calls = llm_calls
+        self.tool_calls = tool_calls
+        self.tool_errors = tool_errors
+        self.turns = turns
+        self.errors = errors
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+        self.total_tokens = total_tokens
+        self.cost_usd = cost_usd
+        self.duration_ms = duration_ms
+        self.tool_names = tool_names
+        self.failed = failed
+        self.cache_read_tokens = cache_read_tokens
+        self.cache_write_tokens = cache_write_tokens
+        self.reasoning_tokens = reasoning_tokens
+        self.llm_calls_without_usage = llm_calls_without_usage
+        self.usage_source = usage_source
+        self.llm_calls_without_cost = llm_calls_without_cost
+        self.failed_llm_calls_without_usage = failed_llm_calls_without_usage
+        self.tool_calls_not_run = tool_calls_not_run
+        self.tool_calls_not_requested = tool_calls_not_requested
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, init=False)
 class Trajectory:
     """One agent run: the subtree under a local root span."""
 
@@ -301,20 +373,53 @@ class Trajectory:
     agents: tuple[AgentSummary, ...]
     summary: Summary
     #: Attributes of the root span (for suite matching).
-    root_attributes: dict[str, Any] = field(default_factory=dict)
+    root_attributes: dict[str, Any]
     #: The run's final answer when the spans captured it.
-    output: str | None = None
+    output: str | None
     #: JSON Schemas of the tools' arguments by tool name, when the spans carried tool definitions.
-    tool_definitions: dict[str, Any] = field(default_factory=dict)
+    tool_definitions: dict[str, Any]
     #: True when the run was graded from an incomplete trace (spans dropped, root never ended, ...).
-    partial: bool = False
+    partial: bool
     #: Why the trace is partial, or other remarks a reader should see.
-    notes: tuple[str, ...] = ()
+    notes: tuple[str, ...]
 
     #: The steps that are model calls, and those that are tool calls, in order (kept: every grader reads them).
     llm_steps: tuple[Step, ...] = field(init=False, repr=False, compare=False)
     tool_steps: tuple[Step, ...] = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "llm_steps", tuple(s for s in self.steps if s.kind == "llm_call"))
-        object.__setattr__(self, "tool_steps", tuple(s for s in self.steps if s.kind == "tool_call"))
+    def __init__(
+        self,
+        *,
+        trace_id: str,
+        root_span_id: str,
+        root_span_name: str,
+        agent_name: str | None,
+        service_name: str | None,
+        start_unix_nano: int,
+        end_unix_nano: int,
+        steps: tuple[Step, ...],
+        agents: tuple[AgentSummary, ...],
+        summary: Summary,
+        root_attributes: dict[str, Any] | None = None,
+        output: str | None = None,
+        tool_definitions: dict[str, Any] | None = None,
+        partial: bool = False,
+        notes: tuple[str, ...] = (),
+    ) -> None:
+        self.trace_id = trace_id
+        self.root_span_id = root_span_id
+        self.root_span_name = root_span_name
+        self.agent_name = agent_name
+        self.service_name = service_name
+        self.start_unix_nano = start_unix_nano
+        self.end_unix_nano = end_unix_nano
+        self.steps = steps
+        self.agents = agents
+        self.summary = summary
+        self.root_attributes = {} if root_attributes is None else root_attributes
+        self.output = output
+        self.tool_definitions = {} if tool_definitions is None else tool_definitions
+        self.partial = partial
+        self.notes = notes
+        self.llm_steps = tuple(s for s in steps if s.kind == "llm_call")
+        self.tool_steps = tuple(s for s in steps if s.kind == "tool_call")
