@@ -4,6 +4,8 @@ was observed; and what a target refuses or cannot take is retried, or dropped wi
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from infra import sink
 from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs as sdk_encode_logs
@@ -13,6 +15,7 @@ from test_run_logs import CONFIG, RESOURCE, in_flight
 
 from trajgrade import grade_run
 from trajgrade.core.collector import CollectedRun
+from trajgrade.core.graders.base import Evidence
 from trajgrade.core.run_logs import RunLogs
 from trajgrade.core.trajectory import build_trajectories
 from trajgrade.doors.sidecar._protowire import encode_attributes
@@ -58,6 +61,33 @@ def test_the_records_are_the_sdks() -> None:
     assert len(expected) == 1 + len(CONFIG.suites[0].graders)
     assert sorted(got) == sorted(expected)
     assert len({resource for resource, _, _ in got}) == 2
+
+
+def test_breaches_about_no_valid_span_are_the_sdks_records_too() -> None:
+    """A breach whose evidence names no span, and one whose span id is not hex: no ids on the record, as the SDK
+    writes a record emitted outside any span."""
+    _, breach = in_flight()
+    no_span = dataclasses.replace(breach, result=dataclasses.replace(breach.result, evidence=()))
+    not_hex = dataclasses.replace(
+        breach, result=dataclasses.replace(breach.result, evidence=(Evidence("the call", ("not-hex",)),))
+    )
+
+    def emit(logs: RunLogs) -> None:
+        logs.breach(no_span)
+        logs.breach(not_hex)
+        assert logs.flush(10.0)
+
+    exporter = InMemoryLogRecordExporter()
+    emit(RunLogs([exporter]))
+    expected = _records(list(sdk_encode_logs(exporter.get_finished_logs()).resource_logs))
+    with sink() as s:
+        events = WireEvents([Forwarder(s.url, signal=LOGS)])
+        emit(RunLogs(sink=events))
+        events.shutdown()
+        got = _records(s.resource_logs)
+    assert len(got) == 2
+    assert sorted(got) == sorted(expected)
+    assert all(not logs_pb2.LogRecord.FromString(record).trace_id for _, _, record in got)
 
 
 def test_a_target_that_refuses_for_a_while_gets_the_events_later() -> None:

@@ -62,9 +62,13 @@ __all__ = [
     "EvaluationSpans",
     "add_breach_event",
     "breach_attributes",
+    "breach_log_attributes",
     "log_breach",
     "evaluation_logger",
+    "log_events",
     "log_records",
+    "span_ids",
+    "span_in_context",
     "span_context_of",
     "report_attributes",
     "result_attributes",
@@ -199,14 +203,22 @@ def with_results(
     )
 
 
-def _span_context(trace_id: str, span_id: str) -> SpanContext | None:
+def span_ids(trace_id: str, span_id: str) -> tuple[int, int] | None:
+    """A span's trace and span ids from their hex, or None when they are not valid ids (zero, too long, not hex)."""
     try:
         trace, span = int(trace_id, 16), int(span_id, 16)
     except (TypeError, ValueError):
         return None
-    if not (trace and span):
+    if not (0 < trace < 1 << 128 and 0 < span < 1 << 64):
         return None
-    return SpanContext(trace, span, is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+    return trace, span
+
+
+def _span_context(trace_id: str, span_id: str) -> SpanContext | None:
+    ids = span_ids(trace_id, span_id)
+    if ids is None:
+        return None
+    return SpanContext(ids[0], ids[1], is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED))
 
 
 def span_context_of(record: SpanRecord) -> SpanContext | None:
@@ -245,35 +257,52 @@ def _evaluated_step(result: GraderResult, steps: dict[str, Step]) -> Step | None
     return None
 
 
-def log_records(
-    report: RunReport,
-    root: SpanRecord,
-    logger: Any,
-    made: Sequence[Mapping[str, AttributeValue]] | None = None,
-) -> None:
-    """Emit the results as log-based ``gen_ai.evaluation.result`` events, each in the context of the span it
-    evaluates: its step's (with the step's ``gen_ai.response.id``), or the run's root's. ``made``: the results'
-    attributes when made already (``results_attributes``; not changed: a copy takes a step's response id)."""
-    root_context = span_context_of(root)
-    if root_context is None:
-        return
-    root_ctx: Context = set_span_in_context(NonRecordingSpan(root_context))
+def log_events(
+    report: RunReport, root: SpanRecord, made: Sequence[dict[str, AttributeValue]] | None = None
+) -> list[tuple[dict[str, AttributeValue], str]]:
+    """The results' log-based ``gen_ai.evaluation.result`` events: each one's attributes and the id of the span it
+    evaluates, its step's (with the step's ``gen_ai.response.id``) or the run's root's; none when the root's ids are
+    not valid. ``made``: the results' attributes when made already (``results_attributes``; not changed: a copy
+    takes a step's response id)."""
+    if span_ids(root.trace_id, root.span_id) is None:
+        return []
     steps: dict[str, Step] | None = None  # by span id, made for the first result with evidence spans
+    events: list[tuple[dict[str, AttributeValue], str]] = []
     for i, result in enumerate(report.results):
         event = result_attributes(result) if made is None else made[i]
-        ctx = root_ctx
-        step = None
+        span_id = root.span_id
         if any(evidence.span_ids for evidence in result.evidence):
             if steps is None:
                 steps = {step.span_id: step for step in report.trajectory.steps}
             step = _evaluated_step(result, steps)
-        if step is not None:
-            step_context = _span_context(root.trace_id, step.span_id)
-            if step_context is not None:
-                ctx = set_span_in_context(NonRecordingSpan(step_context))
-            if step.kind == "llm_call" and step.response_id is not None:
-                event = {**event, sc.RESPONSE_ID: step.response_id}
-        logger.emit(event_name=sc.EVALUATION_RESULT_EVENT, attributes=event, context=ctx)
+            if step is not None:
+                if span_ids(root.trace_id, step.span_id) is not None:
+                    span_id = step.span_id
+                if step.kind == "llm_call" and step.response_id is not None:
+                    event = {**event, sc.RESPONSE_ID: step.response_id}
+        events.append((event, span_id))
+    return events
+
+
+def span_in_context(trace_id: str, span_id: str | None) -> Context | None:
+    """A context whose current span is the one with these ids (hex), or None when they are not valid ids."""
+    span = _span_context(trace_id, span_id) if span_id else None
+    return set_span_in_context(NonRecordingSpan(span)) if span is not None else None
+
+
+def log_records(
+    report: RunReport,
+    root: SpanRecord,
+    logger: Any,
+    made: Sequence[dict[str, AttributeValue]] | None = None,
+) -> None:
+    """Emit the results as log-based ``gen_ai.evaluation.result`` events (``log_events``) through a logger, each
+    in the context of the span it evaluates."""
+    contexts: dict[str, Context | None] = {}
+    for event, span_id in log_events(report, root, made):
+        if span_id not in contexts:
+            contexts[span_id] = span_in_context(root.trace_id, span_id)
+        logger.emit(event_name=sc.EVALUATION_RESULT_EVENT, attributes=event, context=contexts[span_id])
 
 
 class EvaluationSpans:
@@ -411,12 +440,19 @@ def breach_attributes(breach: Breach) -> dict[str, AttributeValue]:
     return attrs
 
 
-def log_breach(breach: Breach, logger: Any, parent: SpanContext | None = None) -> None:
-    """Emit an in-flight breach as a log-based ``gen_ai.evaluation.result`` event, in the context of the span that
-    broke the limit (else ``parent``, the run's root when the door knows it)."""
+def breach_log_attributes(breach: Breach) -> dict[str, AttributeValue]:
+    """The attributes of an in-flight breach's log-based event: its span event's, and the response id of the model
+    call that broke the limit."""
     attributes = breach_attributes(breach)
     if breach.response_id is not None:
         attributes[sc.RESPONSE_ID] = breach.response_id
-    span_context = (_span_context(breach.trace_id, breach.span_id) if breach.span_id else None) or parent
-    ctx = set_span_in_context(NonRecordingSpan(span_context)) if span_context is not None else None
-    logger.emit(event_name=sc.EVALUATION_RESULT_EVENT, attributes=attributes, context=ctx)
+    return attributes
+
+
+def log_breach(breach: Breach, logger: Any, parent: SpanContext | None = None) -> None:
+    """Emit an in-flight breach as a log-based ``gen_ai.evaluation.result`` event, in the context of the span that
+    broke the limit (else ``parent``, the run's root when the door knows it)."""
+    ctx = span_in_context(breach.trace_id, breach.span_id)
+    if ctx is None and parent is not None:
+        ctx = set_span_in_context(NonRecordingSpan(parent))
+    logger.emit(event_name=sc.EVALUATION_RESULT_EVENT, attributes=breach_log_attributes(breach), context=ctx)

@@ -22,7 +22,6 @@ from contextvars import ContextVar
 from typing import Any, Protocol
 
 from opentelemetry._logs import Logger
-from opentelemetry.context import Context
 from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor, ReadWriteLogRecord
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter
 from opentelemetry.sdk.resources import Resource
@@ -30,7 +29,7 @@ from opentelemetry.util.types import AttributeValue
 
 from trajgrade.core import semconv as sc
 from trajgrade.core.collector import CollectedRun
-from trajgrade.core.emit import log_breach, log_records
+from trajgrade.core.emit import breach_log_attributes, log_events, span_in_context
 from trajgrade.core.grading import Grading
 from trajgrade.core.inflight import Breach
 from trajgrade.core.internal_errors import internal_errors
@@ -58,11 +57,10 @@ def _resource(attributes: Mapping[str, Any] | None, service_name: str | None) ->
 
 
 class EventWriter(Protocol):
-    """Writes one run's events (``emit`` as a logger's)."""
+    """Writes one run's ``gen_ai.evaluation.result`` events."""
 
-    def emit(
-        self, *, event_name: str | None = None, attributes: dict[str, Any] | None = None, context: Context | None = None
-    ) -> None: ...
+    def emit(self, attributes: dict[str, AttributeValue], trace_id: str, span_id: str | None) -> None:
+        """An event about the span of these ids (hex); about no span when they are not valid ids."""
 
     def close(self) -> None:
         """The run's events are all emitted."""
@@ -101,7 +99,7 @@ class _RunResource(LogRecordProcessor):
 
 
 class _InResource:
-    """A logger whose records carry a run's resource instead of the provider's."""
+    """Emits a run's events through a logger, their records with the run's resource instead of the provider's."""
 
     __slots__ = ("_logger", "_resource")
 
@@ -109,10 +107,11 @@ class _InResource:
         self._logger = logger
         self._resource = resource
 
-    def emit(self, **fields: Any) -> None:
+    def emit(self, attributes: dict[str, AttributeValue], trace_id: str, span_id: str | None) -> None:
+        context = span_in_context(trace_id, span_id)
         token = _RUN_RESOURCE.set(self._resource)
         try:
-            self._logger.emit(**fields)
+            self._logger.emit(event_name=sc.EVALUATION_RESULT_EVENT, attributes=attributes, context=context)
         finally:
             _RUN_RESOURCE.reset(token)
 
@@ -180,7 +179,7 @@ class RunLogs:
             with self._lock:
                 attributes = self._resources.get(breach.trace_id)
             writer = self._sink.writer(_resource(attributes, breach.service_name))
-            log_breach(breach, writer)
+            writer.emit(breach_log_attributes(breach), breach.trace_id, breach.span_id)
             writer.close()
 
     def graded(
@@ -188,7 +187,7 @@ class RunLogs:
         run: CollectedRun[Any],
         report: RunReport | None,
         resource: Mapping[str, Any] | None,
-        made: Sequence[Mapping[str, AttributeValue]] | None = None,
+        made: Sequence[dict[str, AttributeValue]] | None = None,
     ) -> None:
         """A graded run's results (none when it was not a run), each in the context of the span it evaluates;
         ``resource``: the attributes of the root's resource, when the root arrived (else those remembered for its
@@ -200,7 +199,8 @@ class RunLogs:
             if report is not None:
                 attributes = resource if resource is not None else remembered
                 writer = self._sink.writer(_resource(attributes, run.root.service_name))
-                log_records(report, run.root, writer, made)
+                for event, span_id in log_events(report, run.root, made):
+                    writer.emit(event, run.root.trace_id, span_id)
                 writer.close()
 
     def flush(self, timeout_s: float = 10.0) -> bool:

@@ -2,8 +2,8 @@
 
 A graded run's events (and an in-flight breach's) make one request: the run's resource and trajgrade's scope
 encoded once, each event a ``LogRecord`` as the SDK's OTLP encoder writes the record its ``Logger.emit`` makes (no
-severity, an empty body, the span context's ids and flags, the time it was observed), encoded by ``_protowire.c``,
-as the results on a root span are. The request goes to a :class:`~.forward.Forwarder` per target
+severity, an empty body, the ids and flags of the span it is about, the time it was observed), encoded by
+``_protowire.c``, as the results on a root span are. The request goes to a :class:`~.forward.Forwarder` per target
 (``/v1/logs`` or the logs service), which merges the requests queued while it sends, and retries with back-off.
 No SDK log record is made for an event: the SDK's would clean each attribute value again, and its batch processor
 would hand the records over to an encoder one at a time.
@@ -17,10 +17,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from opentelemetry.context import Context
-from opentelemetry.trace import get_current_span
+from opentelemetry.util.types import AttributeValue
 
 from trajgrade.core import semconv as sc
+from trajgrade.core.emit import span_ids
 from trajgrade.core.run_logs import EventWriter
 from trajgrade.doors.sidecar._protowire import encode_attributes, encode_log_record
 from trajgrade.doors.sidecar.forward import Batch, Forwarder
@@ -36,19 +36,6 @@ logger = logging.getLogger(__name__)
 _SCOPE = delimited(1, delimited(1, sc.TRAJGRADE_SCOPE.encode()) + delimited(2, __version__.encode()))
 
 
-def _record(event_name: str | None, attributes: dict[str, Any] | None, context: Context | None) -> bytes:
-    """A ``LogRecord`` (``ScopeLogs.log_records``) in the context's span, observed now."""
-    span = get_current_span(context).get_span_context()
-    return encode_log_record(
-        attributes if attributes is not None else {},
-        span.trace_id.to_bytes(16, "big") if span.trace_id else b"",
-        span.span_id.to_bytes(8, "big") if span.span_id else b"",
-        int(span.trace_flags),
-        time.time_ns(),
-        event_name or "",
-    )
-
-
 class _RunEvents:
     """One run's events, sent as one request when the run's are all emitted."""
 
@@ -59,10 +46,13 @@ class _RunEvents:
         self._resource = resource
         self._records: list[bytes] = []
 
-    def emit(
-        self, *, event_name: str | None = None, attributes: dict[str, Any] | None = None, context: Context | None = None
-    ) -> None:
-        self._records.append(_record(event_name, attributes, context))
+    def emit(self, attributes: dict[str, AttributeValue], trace_id: str, span_id: str | None) -> None:
+        """A ``LogRecord`` (``ScopeLogs.log_records``) about the span of these ids, sampled, observed now."""
+        ids = span_ids(trace_id, span_id) if span_id else None
+        trace, span, flags = (ids[0].to_bytes(16, "big"), ids[1].to_bytes(8, "big"), 1) if ids else (b"", b"", 0)
+        self._records.append(
+            encode_log_record(attributes, trace, span, flags, time.time_ns(), sc.EVALUATION_RESULT_EVENT)
+        )
 
     def close(self) -> None:
         if self._records:
