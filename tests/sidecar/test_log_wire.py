@@ -5,6 +5,7 @@ was observed; and what a target refuses or cannot take is retried, or dropped wi
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import pytest
 from infra import sink
@@ -49,15 +50,21 @@ def _records(resource_logs: list[logs_pb2.ResourceLogs]) -> Records:
     return out
 
 
-def test_the_records_are_the_sdks() -> None:
+def _through_both(emit: Callable[[RunLogs], None]) -> tuple[Records, Records]:
+    """The records ``emit`` makes through the SDK's pipeline, and through the sidecar's wire events to a target."""
     exporter = InMemoryLogRecordExporter()
-    _emit(RunLogs([exporter]))
+    emit(RunLogs([exporter]))
     expected = _records(list(sdk_encode_logs(exporter.get_finished_logs()).resource_logs))
     with sink() as s:
         events = WireEvents([Forwarder(s.url, signal=LOGS)])
-        _emit(RunLogs(sink=events))
+        emit(RunLogs(sink=events))
         events.shutdown()
         got = _records(s.resource_logs)
+    return expected, got
+
+
+def test_the_records_are_the_sdks() -> None:
+    expected, got = _through_both(_emit)
     assert len(expected) == 1 + len(CONFIG.suites[0].graders)
     assert sorted(got) == sorted(expected)
     assert len({resource for resource, _, _ in got}) == 2
@@ -77,14 +84,7 @@ def test_breaches_about_no_valid_span_are_the_sdks_records_too() -> None:
         logs.breach(not_hex)
         assert logs.flush(10.0)
 
-    exporter = InMemoryLogRecordExporter()
-    emit(RunLogs([exporter]))
-    expected = _records(list(sdk_encode_logs(exporter.get_finished_logs()).resource_logs))
-    with sink() as s:
-        events = WireEvents([Forwarder(s.url, signal=LOGS)])
-        emit(RunLogs(sink=events))
-        events.shutdown()
-        got = _records(s.resource_logs)
+    expected, got = _through_both(emit)
     assert len(got) == 2
     assert sorted(got) == sorted(expected)
     assert all(not logs_pb2.LogRecord.FromString(record).trace_id for _, _, record in got)
