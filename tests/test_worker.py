@@ -46,9 +46,9 @@ def _graded_within(passes: list[int], runs: int, seconds: float) -> float:
 def test_runs_held_close_together_are_graded_together_at_the_threads_next_look() -> None:
     worker, collector, passes = _worker(checks=True)
     try:
-        for n in range(5):  # 3 ms apart: a thread woken for each would grade each alone, in the pause after it
+        for n in range(5):  # 1 ms apart: a thread woken for each would grade each alone, in the pause after it
             _hold(collector, worker, n)
-            time.sleep(0.003)
+            time.sleep(0.001)
         _graded_within(passes, 5, seconds=2.0)
         assert len(passes) <= 2, passes  # the thread's next look, or the one after if it fell among them
     finally:
@@ -69,9 +69,9 @@ def test_after_a_pass_that_graded_runs_the_runs_held_meanwhile_wait_for_the_next
     worker, collector, passes = _worker(checks=False)  # no in-flight checks: only a busy spell brings looks closer
     try:
         time.sleep(0.05)
-        for n in range(6):  # 3 ms apart: the first wakes the thread, the others come while it is busy
+        for n in range(6):  # 1 ms apart: the first wakes the thread, the others come while it is busy
             _hold(collector, worker, n)
-            time.sleep(0.003)
+            time.sleep(0.001)
         _graded_within(passes, 6, seconds=2.0)
         assert len(passes) <= 3, passes  # the first run alone (or with the second), then the next look or two
     finally:
@@ -81,9 +81,9 @@ def test_after_a_pass_that_graded_runs_the_runs_held_meanwhile_wait_for_the_next
 def test_a_worker_that_does_not_gather_is_woken_for_each_run() -> None:
     worker, collector, passes = _worker(checks=True, gather=False)  # as the sidecar's: each request's runs at once
     try:
-        for n in range(5):  # 10 ms apart, within one look of a gathering thread: each graded in the pause after it
+        for n in range(5):  # 30 ms apart, within one look of a gathering thread: each graded in the pause after it
             _hold(collector, worker, n)
-            time.sleep(0.01)
+            time.sleep(0.03)
         _graded_within(passes, 5, seconds=2.0)
         assert passes == [1, 1, 1, 1, 1]
     finally:
