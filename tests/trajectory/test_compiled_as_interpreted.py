@@ -1,24 +1,25 @@
-"""The compiled modules rebuild and grade every fixture's runs exactly as their source does when Python interprets it.
+"""The compiled modules read, rebuild and grade every fixture's runs exactly as their source does interpreted.
 
-setup.py compiles the span records, normalization and the build with mypyc; the same source runs interpreted
-where it is not compiled (a platform without the wheel, ``pip install --no-binary``). mypyc keeps Python's
-semantics only where the types say what Python would do anyway: an ``int`` where a ``float`` is declared
-becomes a float, a native class refuses what an object would take. So for every fixture under
-``tests/fixtures/*/*/*.json`` (made by the real instrumentations) this reads the file and rebuilds its runs
-(:func:`trajgrade.core.runfiles.read_runs`, as ``trajgrade trajectory`` does) twice and compares the JSON text
-of ``trajgrade trajectory --format json`` for each run, key by key, so that ``1`` and ``1.0`` differ. It grades
-them too, with each graders file of ``CONFIGS`` (every grader type, with the benchmarks' limits and with limits the
-fixtures cross), and feeds each trace's spans, in the order they ended, to the config's in-flight checks: each
-grader's result and the breaches found are compared the same way, as the graders' passes, the loop search and the
-in-flight checks are compiled too. Both are done:
+setup.py compiles the span records, normalization, the build, the graders' passes, the loop search and the in-flight
+checks with mypyc; the same source runs interpreted where it is not compiled (a platform without the wheel, ``pip
+install --no-binary``). mypyc keeps Python's semantics only where the types say what Python would do anyway: an
+``int`` where a ``float`` is declared becomes a float, a native class refuses what an object would take. So every
+fixture under ``tests/fixtures/*/*/*.json`` (made by the real instrumentations) is read as each door reads it
+(``DOORS``: the trace file, as the command line does; the same spans as an OTLP protobuf request, through the
+sidecar's C reader; the SDK's spans they were written from, through the span processor's hook and worker), and
+its runs are graded with each graders file of ``CONFIGS`` (every grader type, with the benchmarks' limits and with
+limits the runs cross) and fed, span by span as they ended, to the in-flight checks. The JSON text of each run
+(``trajgrade trajectory --format json``), of each grader's result and of the breaches found is compared key by
+key, so that ``1`` and ``1.0`` differ, between:
 
-- in this process, with the compiled extension modules the tests require (conftest checks they are current);
-- in a child process whose import system finds each module setup.py compiles as its ``.py`` file, ahead of the
+- this process, with the compiled extension modules the tests require (conftest checks they are current);
+- a child process whose import system finds each module setup.py compiles as its ``.py`` file, ahead of the
   extension beside it. A child process, because a module is imported once per process: the two builds cannot
   share one, and the interpreted modules import each other by their real names.
 
-The child checks that every module it imported from that list came from its source, and the test checks it
-catches a difference: the same comparison against a copy of the sources with one changed line reports it.
+The child checks that every module it imported from that list came from its source, and the tests check that
+a difference is caught: the same comparison against a copy of the sources with a changed line reports it. The
+doors' readings are also compared with each other.
 """
 
 from __future__ import annotations
@@ -32,12 +33,17 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+from opentelemetry.sdk.trace import ReadableSpan
+
+if TYPE_CHECKING:  # the child imports trajgrade only once its sources come first (``_SourceFinder``)
+    from trajgrade.core.collector import RunCollector
+    from trajgrade.core.trajectory.model import Trajectory
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -60,19 +66,110 @@ def _fixtures() -> list[Path]:
     return sorted(p for p in FIXTURES.glob("*/*/*.json") if not p.name.endswith(".truth.json"))
 
 
-def _runs_as_json(paths: Sequence[Path]) -> dict[str, list[str]]:
-    """Each file's runs as the JSON text of ``trajgrade trajectory --format json`` (keys sorted)."""
-    from trajgrade.core.runfiles import read_runs
+def _runs_as_json(paths: Sequence[Path], door: str = "file") -> dict[str, list[str]]:
+    """Each file's runs, as ``door`` reads them (``DOORS``), as the JSON text of ``trajgrade trajectory --format
+    json`` (keys sorted)."""
     from trajgrade.reports.dicts import trajectory_to_dict
 
-    out: dict[str, list[str]] = {}
-    for path in paths:
-        runs, problems = read_runs([str(path)])
-        assert not problems, problems
-        out[str(path.relative_to(FIXTURES))] = [
-            json.dumps(trajectory_to_dict(r.trajectory), sort_keys=True) for r in runs
-        ]
-    return out
+    read = DOORS[door]
+    return {
+        str(path.relative_to(FIXTURES)): [json.dumps(trajectory_to_dict(t), sort_keys=True) for t in read(path)]
+        for path in paths
+    }
+
+
+def _through_file(path: Path) -> list[Trajectory]:
+    """The runs of a trace file, as the command line reads them."""
+    from trajgrade.core.runfiles import read_runs
+
+    runs, problems = read_runs([str(path)])
+    assert not problems, problems
+    return [r.trajectory for r in runs]
+
+
+def _collected(collector: RunCollector[None]) -> list[Trajectory]:
+    """The runs a collector holds, in the command line's order."""
+    runs = [run.trajectory() for run in collector.close() if run.is_run]
+    return sorted(runs, key=lambda t: (t.start_unix_nano, t.trace_id, t.root_span_id))
+
+
+def _through_sidecar(path: Path) -> list[Trajectory]:
+    """The runs of a trace file sent to the sidecar as one OTLP protobuf request: its spans read by the C reader,
+    those that are not roots buffered as its pipeline buffers them, the roots read with their attributes."""
+    from trajgrade.core.collector import RunCollector
+    from trajgrade.core.trajectory.normalize import normalize
+    from trajgrade.doors.sidecar._protowire import read_request
+    from trajgrade.doors.sidecar.otlp import decode_body
+    from trajgrade.doors.sidecar.records import split_roots
+
+    body = decode_body(path.read_bytes(), "application/json", "", max_decompressed=1 << 28).body
+    records, roots, _ = split_roots(read_request(body), 0)
+    collector: RunCollector[None] = RunCollector(max_traces=2**62, max_spans_per_trace=2**62)
+    collector.extend(records)
+    for root in roots:
+        collector.root(root.trace_id, normalize(root, True), None)
+    return _collected(collector)
+
+
+def _through_processor(path: Path) -> list[Trajectory]:
+    """The runs of a trace file's spans as the span processor reads them when the SDK ends them: each span made
+    an SDK ``ReadableSpan`` again (as the instrumentation's SDK held it before the fixture was written), kept by
+    the hook (``sdk_held``) and read by the worker (``sdk_intake``); the roots read with their attributes."""
+    from trajgrade.core.collector import RunCollector
+    from trajgrade.core.readers import read_bytes
+    from trajgrade.core.trajectory.normalize import normalize_sdk, sdk_held, sdk_intake
+
+    collector: RunCollector[None] = RunCollector(max_traces=2**62, max_spans_per_trace=2**62, intake=sdk_intake)
+    for span in sorted(map(_readable, read_bytes(path.read_bytes(), str(path))), key=lambda s: s.end_time or 0):
+        held = sdk_held(span)
+        if held is not None:
+            assert type(held) is tuple, "the hook kept the span whole: it could not read its fields"
+            collector.put(held)
+        else:
+            root = normalize_sdk(span, keep_attributes=True)
+            collector.root(root.trace_id, root, None)
+    return _collected(collector)
+
+
+def _readable(view: Any) -> ReadableSpan:
+    """An OTLP/JSON span as the SDK's span it was written from: in the SDK's own containers (which the hook reads
+    its fields from), arrays as tuples."""
+    from opentelemetry.attributes import BoundedAttributes
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import Event
+    from opentelemetry.sdk.util import BoundedList
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+    from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+    def context(span_id: str, remote: bool) -> SpanContext:
+        return SpanContext(int(view.trace_id, 16), int(span_id, 16), remote, TraceFlags(TraceFlags.SAMPLED))
+
+    def sdk(attributes: Any) -> BoundedAttributes:
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in attributes.items()}
+        return BoundedAttributes(attributes=values, immutable=False)
+
+    status = (StatusCode.UNSET, StatusCode.OK, StatusCode.ERROR)[view.status_code]
+    return ReadableSpan(
+        name=view.name,
+        context=context(view.span_id, False),
+        parent=context(view.parent_span_id, bool(view.parent_is_remote)) if view.parent_span_id else None,
+        resource=Resource(dict(sdk(view.resource_attributes))),
+        attributes=sdk(view.attributes),
+        events=BoundedList.from_seq(None, [Event(e.name, sdk(e.attributes), e.time_unix_nano) for e in view.events]),
+        kind=SpanKind(max(view.kind - 1, 0)),
+        status=Status(status, view.status_message or None) if status is StatusCode.ERROR else Status(status),
+        start_time=view.start_unix_nano,
+        end_time=view.end_unix_nano,
+        instrumentation_scope=InstrumentationScope(view.scope_name),
+    )
+
+
+#: How each door reads a trace file's spans into runs.
+DOORS: dict[str, Callable[[Path], list[Trajectory]]] = {
+    "file": _through_file,
+    "sidecar": _through_sidecar,
+    "processor": _through_processor,
+}
 
 
 def _graded_as_json(paths: Sequence[Path]) -> dict[str, list[str]]:
@@ -81,7 +178,6 @@ def _graded_as_json(paths: Sequence[Path]) -> dict[str, list[str]]:
     from trajgrade.core.config_loading import load_config
     from trajgrade.core.inflight import InFlightChecks
     from trajgrade.core.readers import read_bytes
-    from trajgrade.core.runfiles import read_runs
     from trajgrade.core.running import grade_run
     from trajgrade.core.spans import is_root
     from trajgrade.core.trajectory.normalize import SpanRecord, normalize
@@ -90,8 +186,6 @@ def _graded_as_json(paths: Sequence[Path]) -> dict[str, list[str]]:
     configs = [(c.name, load_config(c)) for c in CONFIGS]
     out: dict[str, list[str]] = {}
     for path in paths:
-        runs, problems = read_runs([str(path)])
-        assert not problems, problems
         records = [normalize(span) for span in read_bytes(path.read_bytes(), str(path))]
         records.sort(key=lambda r: (r.end_unix_nano, r.start_unix_nano))  # as the spans ended
         by_trace: dict[str, list[SpanRecord]] = {}
@@ -99,8 +193,7 @@ def _graded_as_json(paths: Sequence[Path]) -> dict[str, list[str]]:
             if not is_root(r.parent_span_id, r.parent_is_remote):
                 by_trace.setdefault(r.trace_id, []).append(r)
         graded = []
-        for run in runs:
-            t = run.trajectory
+        for t in _through_file(path):
             fields: dict[str, Any] = {}
             for name, config in configs:
                 report = grade_run(config, t)
@@ -136,7 +229,7 @@ def _interpreted_main(root: str, paths: list[str]) -> None:
     modules = _compiled_modules()
     sys.meta_path.insert(0, _SourceFinder(Path(root), modules))
     files = [Path(p) for p in paths]
-    runs = {"built": _runs_as_json(files), "graded": _graded_as_json(files)}
+    runs = {**{door: _runs_as_json(files, door) for door in DOORS}, "graded": _graded_as_json(files)}
     for name in modules.keys() & sys.modules.keys():
         origin = Path(sys.modules[name].__file__ or "")
         assert origin.suffix == ".py" and origin.is_relative_to(root), f"{name} was imported from {origin}"
@@ -145,7 +238,7 @@ def _interpreted_main(root: str, paths: list[str]) -> None:
 
 
 def _interpreted(root: Path, paths: Sequence[Path]) -> dict[str, dict[str, list[str]]]:
-    """What the child made of ``paths``: their runs built (``built``) and graded (``graded``)."""
+    """What the child made of ``paths``: their runs as each door reads them (by door) and graded (``graded``)."""
     done = subprocess.run(
         [sys.executable, __file__, str(root), *map(str, paths)],
         capture_output=True,
@@ -188,9 +281,21 @@ def test_every_fixture_builds_and_grades_the_same_compiled_and_interpreted(monke
     files = _fixtures()
     assert len(files) > 100
     interpreted = _interpreted(REPO / "src", files)
-    differences = _differences(_runs_as_json(files), interpreted["built"])
+    differences = [
+        f"{door}: {d}" for door in DOORS for d in _differences(_runs_as_json(files, door), interpreted[door])
+    ]
     differences += _differences(_graded_as_json(files), interpreted["graded"])
     assert not differences, "\n".join(differences[:20])
+
+
+def test_every_door_reads_every_fixture_into_the_same_runs() -> None:
+    """The sidecar's reading (C reader, protobuf) and the span processor's (SDK spans, read from their fields) give
+    the runs the command line gives."""
+    files = _fixtures()
+    by_file = _runs_as_json(files)
+    for door in ("sidecar", "processor"):
+        differences = _differences(_runs_as_json(files, door), by_file)
+        assert not differences, f"{door}: " + "\n".join(differences[:20])
 
 
 def _copy_sources(to: Path) -> None:
@@ -220,7 +325,7 @@ def test_a_difference_is_found(tmp_path: Path) -> None:
         + "    return dataclasses.replace(found, llm_calls=found.llm_calls + 1)\n"
     )
     files = [p for p in _fixtures() if p.name == "three_tools.json"][:3]
-    differences = _differences(_runs_as_json(files), _interpreted(tmp_path, files)["built"])
+    differences = _differences(_runs_as_json(files), _interpreted(tmp_path, files)["file"])
     assert len(differences) == len(files)
     assert all("summary: compiled" in d for d in differences), differences
 
@@ -234,7 +339,7 @@ def test_a_grading_difference_is_found(tmp_path: Path, monkeypatch: pytest.Monke
     _change(tmp_path / "trajgrade/core/inflight.py", "self.run.tool_calls += 1", "self.run.tool_calls += 2")
     files = [p for p in _fixtures() if p.name == "three_tools.json"][:3]
     interpreted = _interpreted(tmp_path, files)
-    assert not _differences(_runs_as_json(files), interpreted["built"])
+    assert not _differences(_runs_as_json(files), interpreted["file"])
     differences = _differences(_graded_as_json(files), interpreted["graded"])
     assert len(differences) == len(files)
     assert all("tool-calls" in d and "in flight" in d for d in differences), differences
