@@ -4,7 +4,8 @@ setup.py compiles the span records, normalization, the build, the graders' passe
 checks with mypyc; the same source runs interpreted where it is not compiled (a platform without the wheel, ``pip
 install --no-binary``). mypyc keeps Python's semantics only where the types say what Python would do anyway: an
 ``int`` where a ``float`` is declared becomes a float, a native class refuses what an object would take. So every
-fixture under ``tests/fixtures/*/*/*.json`` (made by the real instrumentations) is read as each door reads it
+fixture under ``tests/fixtures/*/*/*.json`` (made by the real instrumentations), and a copy of each whose
+attribute values are partly of other types (``_odd_values``), is read as each door reads it
 (``DOORS``: the trace file, as the command line does; the same spans as an OTLP protobuf request, through the
 sidecar's C reader; the SDK's spans they were written from, through the span processor's hook and worker), and
 its runs are graded with each graders file of ``CONFIGS`` (every grader type, with the benchmarks' limits and with
@@ -30,6 +31,7 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -66,16 +68,56 @@ def _fixtures() -> list[Path]:
     return sorted(p for p in FIXTURES.glob("*/*/*.json") if not p.name.endswith(".truth.json"))
 
 
+def _label(path: Path) -> str:
+    return str(path.relative_to(FIXTURES)) if path.is_relative_to(FIXTURES) else path.name
+
+
+def _odd_values(path: Path, to: Path, seed: int, rate: float = 0.3) -> Path:
+    """A copy of a fixture with about ``rate`` of its spans' attribute values given another type of OTLP value (a
+    count as a double or a string, a string as a number, an array as its first item, ...) or left out."""
+    rng = random.Random(seed)
+
+    def other(value: dict[str, Any]) -> dict[str, Any] | None:
+        kind, v = next(iter(value.items()))
+        if kind == "intValue":
+            n = int(v)
+            return rng.choice([{"doubleValue": n + 0.5}, {"stringValue": str(n)}, {"intValue": str(-n)}, None])
+        if kind == "doubleValue":
+            return rng.choice([{"intValue": str(round(v))}, {"stringValue": repr(v)}, {"boolValue": True}, None])
+        if kind == "stringValue":
+            return rng.choice(
+                [{"intValue": str(len(v))}, {"doubleValue": len(v) / 3}, {"stringValue": ""}, {"boolValue": False}]
+                + [{"arrayValue": {"values": [value]}}, {"stringValue": v[: len(v) // 2]}, None]
+            )
+        if kind == "arrayValue":
+            items = v.get("values") or []
+            return rng.choice([items[0] if items else {"stringValue": "[]"}, {"arrayValue": {}}, None])
+        return rng.choice([{"intValue": "1"}, {"stringValue": "true"}, None])
+
+    data = json.loads(path.read_text())
+    for resource in data["resourceSpans"]:
+        for scope in resource.get("scopeSpans", ()):
+            for span in scope.get("spans", ()):
+                kept = []
+                for attribute in span.get("attributes", ()):
+                    if rng.random() < rate:
+                        attribute = {"key": attribute["key"], "value": other(attribute["value"])}
+                        if attribute["value"] is None:
+                            continue
+                    kept.append(attribute)
+                span["attributes"] = kept
+    out = to / f"{_label(path).replace('/', '.').removesuffix('.json')}.{seed}.json"
+    out.write_text(json.dumps(data))
+    return out
+
+
 def _runs_as_json(paths: Sequence[Path], door: str = "file") -> dict[str, list[str]]:
     """Each file's runs, as ``door`` reads them (``DOORS``), as the JSON text of ``trajgrade trajectory --format
     json`` (keys sorted)."""
     from trajgrade.reports.dicts import trajectory_to_dict
 
     read = DOORS[door]
-    return {
-        str(path.relative_to(FIXTURES)): [json.dumps(trajectory_to_dict(t), sort_keys=True) for t in read(path)]
-        for path in paths
-    }
+    return {_label(path): [json.dumps(trajectory_to_dict(t), sort_keys=True) for t in read(path)] for path in paths}
 
 
 def _through_file(path: Path) -> list[Trajectory]:
@@ -205,7 +247,7 @@ def _graded_as_json(paths: Sequence[Path]) -> dict[str, list[str]]:
                     for b in breaches
                 ]
             graded.append(json.dumps(fields, sort_keys=True))
-        out[str(path.relative_to(FIXTURES))] = graded
+        out[_label(path)] = graded
     return out
 
 
@@ -288,10 +330,25 @@ def test_every_fixture_builds_and_grades_the_same_compiled_and_interpreted(monke
     assert not differences, "\n".join(differences[:20])
 
 
-def test_every_door_reads_every_fixture_into_the_same_runs() -> None:
+def test_spans_with_odd_values_are_read_and_graded_the_same_compiled_and_interpreted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where mypyc's types could part from Python's: the fixtures with their attributes' values of other types."""
+    monkeypatch.chdir(REPO)
+    files = [_odd_values(path, tmp_path, seed) for seed, path in enumerate(_fixtures())]
+    interpreted = _interpreted(REPO / "src", files)
+    differences = [
+        f"{door}: {d}" for door in DOORS for d in _differences(_runs_as_json(files, door), interpreted[door])
+    ]
+    differences += _differences(_graded_as_json(files), interpreted["graded"])
+    assert not differences, "\n".join(differences[:20])
+
+
+def test_every_door_reads_every_fixture_into_the_same_runs(tmp_path: Path) -> None:
     """The sidecar's reading (C reader, protobuf) and the span processor's (SDK spans, read from their fields) give
-    the runs the command line gives."""
+    the runs the command line gives, of the fixtures and of their copies with odd values."""
     files = _fixtures()
+    files += [_odd_values(path, tmp_path, seed) for seed, path in enumerate(files)]
     by_file = _runs_as_json(files)
     for door in ("sidecar", "processor"):
         differences = _differences(_runs_as_json(files, door), by_file)
