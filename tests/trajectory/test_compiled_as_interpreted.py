@@ -313,6 +313,15 @@ def _differences(compiled: dict[str, list[str]], interpreted: dict[str, list[str
     return out
 
 
+def _compiled_against_interpreted(files: Sequence[Path]) -> list[str]:
+    """Where the compiled modules and their interpreted sources differ on ``files``: through each door, and graded."""
+    interpreted = _interpreted(REPO / "src", files)
+    differences = [
+        f"{door}: {d}" for door in DOORS for d in _differences(_runs_as_json(files, door), interpreted[door])
+    ]
+    return differences + _differences(_graded_as_json(files), interpreted["graded"])
+
+
 def test_compiled_modules_are_compiled() -> None:
     for name in _compiled_modules():
         assert Path(importlib.import_module(name).__file__ or "").suffix == ".so", name
@@ -322,11 +331,7 @@ def test_every_fixture_builds_and_grades_the_same_compiled_and_interpreted(monke
     monkeypatch.chdir(REPO)
     files = _fixtures()
     assert len(files) > 100
-    interpreted = _interpreted(REPO / "src", files)
-    differences = [
-        f"{door}: {d}" for door in DOORS for d in _differences(_runs_as_json(files, door), interpreted[door])
-    ]
-    differences += _differences(_graded_as_json(files), interpreted["graded"])
+    differences = _compiled_against_interpreted(files)
     assert not differences, "\n".join(differences[:20])
 
 
@@ -336,11 +341,7 @@ def test_spans_with_odd_values_are_read_and_graded_the_same_compiled_and_interpr
     """Where mypyc's types could part from Python's: the fixtures with their attributes' values of other types."""
     monkeypatch.chdir(REPO)
     files = [_odd_values(path, tmp_path, seed) for seed, path in enumerate(_fixtures())]
-    interpreted = _interpreted(REPO / "src", files)
-    differences = [
-        f"{door}: {d}" for door in DOORS for d in _differences(_runs_as_json(files, door), interpreted[door])
-    ]
-    differences += _differences(_graded_as_json(files), interpreted["graded"])
+    differences = _compiled_against_interpreted(files)
     assert not differences, "\n".join(differences[:20])
 
 
