@@ -222,6 +222,7 @@ def _graded_as_json(paths: Sequence[Path]) -> dict[str, list[str]]:
     from trajgrade.core.readers import read_bytes
     from trajgrade.core.running import grade_run
     from trajgrade.core.spans import is_root
+    from trajgrade.core.trajectory.build import build_trajectories
     from trajgrade.core.trajectory.normalize import SpanRecord, normalize
     from trajgrade.reports.dicts import result_to_dict
 
@@ -235,7 +236,7 @@ def _graded_as_json(paths: Sequence[Path]) -> dict[str, list[str]]:
             if not is_root(r.parent_span_id, r.parent_is_remote):
                 by_trace.setdefault(r.trace_id, []).append(r)
         graded = []
-        for t in _through_file(path):
+        for t in build_trajectories(records):
             fields: dict[str, Any] = {}
             for name, config in configs:
                 report = grade_run(config, t)
@@ -335,21 +336,26 @@ def test_every_fixture_builds_and_grades_the_same_compiled_and_interpreted(monke
     assert not differences, "\n".join(differences[:20])
 
 
+@pytest.fixture(scope="module")
+def odd_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """A copy of every fixture with odd values (``_odd_values``), each with its own seed."""
+    to = tmp_path_factory.mktemp("odd")
+    return [_odd_values(path, to, seed) for seed, path in enumerate(_fixtures())]
+
+
 def test_spans_with_odd_values_are_read_and_graded_the_same_compiled_and_interpreted(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    odd_files: list[Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Where mypyc's types could part from Python's: the fixtures with their attributes' values of other types."""
     monkeypatch.chdir(REPO)
-    files = [_odd_values(path, tmp_path, seed) for seed, path in enumerate(_fixtures())]
-    differences = _compiled_against_interpreted(files)
+    differences = _compiled_against_interpreted(odd_files)
     assert not differences, "\n".join(differences[:20])
 
 
-def test_every_door_reads_every_fixture_into_the_same_runs(tmp_path: Path) -> None:
+def test_every_door_reads_every_fixture_into_the_same_runs(odd_files: list[Path]) -> None:
     """The sidecar's reading (C reader, protobuf) and the span processor's (SDK spans, read from their fields) give
     the runs the command line gives, of the fixtures and of their copies with odd values."""
-    files = _fixtures()
-    files += [_odd_values(path, tmp_path, seed) for seed, path in enumerate(files)]
+    files = _fixtures() + odd_files
     by_file = _runs_as_json(files)
     for door in ("sidecar", "processor"):
         differences = _differences(_runs_as_json(files, door), by_file)
