@@ -44,6 +44,9 @@ Each sidecar says, as it stops, what it dropped from grading (``dropped``): noth
 bounds, since a sidecar whose grading fell behind its receiving would drop runs there rather than slow down, and show
 a rate it did not grade at.
 
+For reference, beside each load's figure: the sidecar with the in-flight checks and the log events off
+(``--no-in-flight --no-log-events``), grading each run at its root's end only: what those two cost in rate.
+
 Targets, each with the sidecar's defaults (in-flight checks and log events on): trajgrade at least 0.8 times the
 bare receiver's rate on both loads (``MIN_RATIO``); at least 80,000 spans/s from the sidecars this machine runs
 (``PROCESSES``, one a core, ``MIN_FLEET_SPANS_PER_S``), as a fleet is sized, and 0.8 times the bare receivers'
@@ -406,6 +409,8 @@ def dropped(proc: subprocess.Popen[bytes]) -> int:
 
 #: ``serve``'s metrics on a Prometheus endpoint (nothing scrapes it: recording them is the cost).
 _METRICS = ("--metrics-port", "0")
+#: The sidecar grading at the roots' ends only: no in-flight checks, no log events.
+_GRADING_ONLY = ("--no-in-flight", "--no-log-events")
 
 
 def bare(forward: str | None = None) -> Receiver:
@@ -446,6 +451,8 @@ def figures() -> list[Figure]:
             sink_url = f"http://127.0.0.1:{sink_port}"
             for shape, n in runs:
                 receivers = [("trajgrade", lambda: serve(sink_url)), ("bare", lambda: bare(sink_url))]
+                if n == 1:  # and grading at the roots' ends only
+                    receivers.append(("grading only", lambda: serve(sink_url, "100ms", *_GRADING_ONLY)))
                 if (shape, n) == ("synthetic", 1):  # and once with the metrics a deployment scrapes
                     receivers.append(("trajgrade+metrics", lambda: serve(sink_url, "100ms", *_METRICS)))
                 for name, receiver in receivers:
@@ -529,6 +536,11 @@ def figures() -> list[Figure]:
                     be["p99"] * 1000,
                     "bare receiver",
                 )
+            )
+            figs += _reference(
+                f"the sidecar with the in-flight checks and the log events off, {label}",
+                results[("grading only", shape, n)],
+                b,
             )
     b = results[("bare", "synthetic", 1)]
     figs += _reference(
