@@ -148,10 +148,6 @@ class RunCollector(Generic[P]):
         return len(self._assembler)
 
     @property
-    def buffered_bytes(self) -> int:
-        return self._assembler.size
-
-    @property
     def inbox(self) -> int:
         """Items put and not read yet."""
         return len(self._inbox)

@@ -246,14 +246,6 @@ class Forwarder:
             self._queue.append(batch)
             self._cond.notify_all()
 
-    @property
-    def pending_spans(self) -> int:
-        return self._reserved
-
-    @property
-    def pending_bytes(self) -> int:
-        return self._reserved_bytes
-
     def flush(self, timeout_s: float) -> bool:
         """Wait until every queued batch was taken by the target; False when the deadline passed first."""
         deadline = time.monotonic() + timeout_s
