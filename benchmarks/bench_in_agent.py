@@ -16,6 +16,12 @@ that ends the root (``worker=False``: the same work, under the same lock, withou
 itself costs an agent that never waits); and the grading of one run on the worker: normalizing its
 spans, rebuilding the trajectory and every grader of the config. (``bench_hot_path.py`` measures the per-span hook
 at length.)
+
+The figure's agent does nothing but make spans: trajgrade's whole cost is set against the SDK's alone. For
+reference, the same ratio with a real framework making runs of as many spans: the demo's pydantic-ai agent
+(``examples/demo_agent.py``, its own instrumentation) asking for ``SPANS // 2 - 1`` tool calls a run from its
+scripted model, which answers at once in the agent's process (no network wait in which the worker could grade
+unseen), graded with ``every_grader.yaml`` against the same agent under a provider with nothing else.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import statistics
 import sys
 import time
 import timeit
+from collections.abc import Callable
 from pathlib import Path
 
 from _common import ROOT, Figure, print_table
@@ -37,7 +44,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from trajgrade import GradingSpanProcessor, load_config, parse_config
-from trajgrade.core.running import grade_run
+from trajgrade.core.running import RunReport, grade_run
 from trajgrade.core.spans import SdkSpan
 from trajgrade.core.trajectory import build_trajectories, normalize
 
@@ -47,6 +54,9 @@ ONE_GRADER = "graders:\n  - type: step-count\n    config: {max: 500}\n"
 SPANS = 50
 RUNS = 20
 ROUNDS = int(__import__("os").environ.get("BENCH_IN_AGENT_ROUNDS", "40"))
+#: A pydantic-ai run takes about 80 times the synthetic one: fewer runs a round, and fewer rounds.
+FRAMEWORK_RUNS = 4
+FRAMEWORK_ROUNDS = 15
 ATTRS = [attributes(i) for i in range(SPANS - 1)]
 ROOT_ATTRS = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "bench"}
 
@@ -58,6 +68,25 @@ def make_runs(provider: TracerProvider, runs: int = RUNS) -> None:
             for attrs in ATTRS:
                 with tracer.start_as_current_span("execute_tool search", attributes=attrs):
                     pass
+
+
+def alternated(timed: Callable[[str], float], names: list[str], rounds: int) -> dict[str, list[float]]:
+    """``timed(name)`` of each configuration, once to warm up, then in shuffled order each round."""
+    for name in names:
+        timed(name)
+    seconds: dict[str, list[float]] = {name: [] for name in names}
+    rng = random.Random(11)
+    for _ in range(rounds):
+        rng.shuffle(names)
+        for name in names:
+            gc.collect()
+            seconds[name].append(timed(name))
+    return seconds
+
+
+def median_ratio(seconds: list[float], baseline: list[float]) -> float:
+    """The median over rounds of each round's ratio to the baseline."""
+    return statistics.median(t / b for t, b in zip(seconds, baseline, strict=True))
 
 
 def everything_figures() -> list[Figure]:
@@ -83,22 +112,11 @@ def everything_figures() -> list[Figure]:
             processor.force_flush()
         return time.perf_counter() - t0
 
-    names = ["sdk", *graded]
-    for name in names:
-        timed(name)  # warm-up
-    seconds: dict[str, list[float]] = {name: [] for name in names}
-    rng = random.Random(11)
-    for _ in range(ROUNDS):
-        rng.shuffle(names)
-        for name in names:
-            gc.collect()
-            seconds[name].append(timed(name))
+    seconds = alternated(timed, ["sdk", *graded], ROUNDS)
     for provider, _ in graded.values():
         provider.shutdown()
     meters.shutdown()
-    ratio = {
-        name: statistics.median(t / b for t, b in zip(seconds[name], seconds["sdk"], strict=True)) for name in graded
-    }
+    ratio = {name: median_ratio(seconds[name], seconds["sdk"]) for name in graded}
     per_run = {name: statistics.median(s) / RUNS * 1e3 for name, s in seconds.items()}
     return [
         Figure(
@@ -163,8 +181,44 @@ def grading_figure() -> Figure:
     )
 
 
+def framework_figure() -> Figure:
+    sys.path.insert(0, str(ROOT / "examples"))
+    from demo_agent import make_agent  # the demo's agent: pydantic-ai, instrumented by pydantic-ai itself
+
+    calls = [("search", {"query": f"page {i}"}) for i in range(SPANS // 2 - 1)]
+    graded: list[RunReport] = []
+    processor = GradingSpanProcessor(load_config(CONFIG), on_report=graded.append)
+    providers = {"sdk": TracerProvider(), "trajgrade": TracerProvider()}
+    providers["trajgrade"].add_span_processor(processor)
+    agents = {name: make_agent("bench", calls, provider) for name, provider in providers.items()}
+
+    def timed(name: str) -> float:
+        t0 = time.perf_counter()
+        for _ in range(FRAMEWORK_RUNS):
+            agents[name].run_sync("search every page")
+        if name == "trajgrade":
+            processor.force_flush()
+        return time.perf_counter() - t0
+
+    seconds = alternated(timed, list(agents), FRAMEWORK_ROUNDS)
+    processor.shutdown()
+    steps = {len(report.trajectory.steps) for report in graded}  # a step for each span under the agent's
+    if len(graded) != FRAMEWORK_RUNS * (FRAMEWORK_ROUNDS + 1) or steps != {SPANS - 1}:
+        raise RuntimeError(f"pydantic-ai runs graded: {len(graded)}, of {sorted(steps)} steps (want {SPANS - 1})")
+    per_run = {name: statistics.median(s) / FRAMEWORK_RUNS * 1e3 for name, s in seconds.items()}
+    return Figure(
+        f"  reference: a pydantic-ai agent's {SPANS}-span runs, its model answering at once, graded the same way",
+        median_ratio(seconds["trajgrade"], seconds["sdk"]),
+        "x",
+        "-",
+        True,
+        1.0,
+        f"the agent alone, {per_run['sdk']:.1f} ms/run; trajgrade {per_run['trajgrade']:.1f} ms/run",
+    )
+
+
 def figures() -> list[Figure]:
-    return [*everything_figures(), grading_figure()]
+    return [*everything_figures(), framework_figure(), grading_figure()]
 
 
 if __name__ == "__main__":
