@@ -72,13 +72,14 @@ def make_runs(provider: TracerProvider, runs: int = RUNS) -> None:
 
 def alternated(timed: Callable[[str], float], names: list[str], rounds: int) -> dict[str, list[float]]:
     """``timed(name)`` of each configuration, once to warm up, then in shuffled order each round."""
-    for name in names:
+    order = list(names)  # shuffled here, not the caller's list
+    for name in order:
         timed(name)
-    seconds: dict[str, list[float]] = {name: [] for name in names}
+    seconds: dict[str, list[float]] = {name: [] for name in order}
     rng = random.Random(11)
     for _ in range(rounds):
-        rng.shuffle(names)
-        for name in names:
+        rng.shuffle(order)
+        for name in order:
             gc.collect()
             seconds[name].append(timed(name))
     return seconds
