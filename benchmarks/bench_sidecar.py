@@ -30,8 +30,11 @@ spread over them. Every request holds whole traces, so this is the routing of th
 exporter (``routing_key: traceID``) in front of a fleet on one machine.
 
 Figures: acknowledged spans per second, p99 request latency, and the receiver's CPU time per span (from
-``/proc``: steadier than throughput on a shared machine, and what the sidecar costs beside a collector), and the
-load generator's own CPU time per span, which should stay a small part of the receivers' (it shares their cores).
+``/proc``: steadier than throughput on a shared machine, and what the sidecar costs beside a collector), the
+load generator's own CPU time per span, which should stay a small part of the receivers' (it shares their cores),
+and the machine's cores left idle while the receiver took its full rate: a receiver that is one Python process runs
+its threads under one interpreter lock, so it uses about one core, and at its full rate what the load generator and
+rotel leave of the others is idle.
 
 Each connection sends its next request as soon as the last is answered, so these p99s are taken at each receiver's
 own full rate: with a fixed number of requests in flight, latency is that number over the rate (Little's law), and a
@@ -361,13 +364,25 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_cpu() -> tuple[float, float]:
+    """Core-seconds of every core so far, and of those spent idle (Linux: ``/proc/stat``'s first line)."""
+    ticks = [int(n) for n in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    hz = os.sysconf("SC_CLK_TCK")
+    return sum(ticks) / hz, (ticks[3] + ticks[4]) / hz  # idle and waiting on I/O
+
+
 def load_process(
     procs: Sequence[subprocess.Popen[bytes]], ports: Sequence[int], shape: str, rate: float = 0.0
 ) -> dict[str, float]:
-    """``load`` against receiver processes, with their CPU microseconds (all of them) per acknowledged span."""
+    """``load`` against receiver processes, with their CPU microseconds (all of them) per acknowledged span, and the
+    machine's cores left idle meanwhile (``idle_cores``: 0 when the receivers, the load generator and the collector
+    they forward to keep every core busy)."""
     before = sum(cpu_seconds(p.pid) for p in procs)
+    total, idle = machine_cpu()
     result = load(ports, shape, rate)
     result["cpu_us_per_span"] = (sum(cpu_seconds(p.pid) for p in procs) - before) / max(1, result["spans"]) * 1e6
+    total_after, idle_after = machine_cpu()
+    result["idle_cores"] = (idle_after - idle) / (total_after - total) * (os.cpu_count() or 1)
     return result
 
 
@@ -508,6 +523,15 @@ def figures() -> list[Figure]:
                 True,
                 b["cpu_us_per_span"],
                 "bare receiver",
+            ),
+            Figure(
+                "  cores left idle on the machine meanwhile",
+                t["idle_cores"],
+                "cores",
+                "-",
+                True,
+                b["idle_cores"],
+                "beside the bare receiver",
             ),
             Figure("  sidecar requests refused (429)", t["refused"], "", "-", True),
             Figure(
