@@ -93,9 +93,9 @@ MIN_FLEET_SPANS_PER_S = 80_000
 
 LOADGEN = textwrap.dedent(
     """
-    import json, sys, threading, time, http.client
+    import json, os, sys, threading, time, http.client
     sys.path.insert(0, sys.argv[4])
-    from bench_sidecar import fixture_templates, make_templates, with_new_trace_ids
+    from bench_sidecar import fixture_templates, machine_cpu, make_templates, with_new_trace_ids
     ports, seconds, connections = [int(p) for p in sys.argv[1].split(",")], float(sys.argv[2]), int(sys.argv[3])
     templates = make_templates(64) if sys.argv[5] == "synthetic" else fixture_templates()
     rate = float(sys.argv[6])  # requests a second, all connections together; 0: each sends as soon as answered
@@ -120,13 +120,15 @@ LOADGEN = textwrap.dedent(
                 else: refused[0] += 1
         with lock: latencies.extend(mine)
     threads = [threading.Thread(target=worker, args=(k,)) for k in range(connections)]
-    t0, cpu0 = time.perf_counter(), time.process_time()
+    t0, cpu0, machine0 = time.perf_counter(), time.process_time(), machine_cpu()
     for t in threads: t.start()
     for t in threads: t.join()
-    elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    elapsed, cpu, machine = time.perf_counter() - t0, time.process_time() - cpu0, machine_cpu()
+    idle_cores = (machine[1] - machine0[1]) / (machine[0] - machine0[0]) * (os.cpu_count() or 1)
     latencies.sort()
     p99 = latencies[int(len(latencies) * 0.99) - 1] if latencies else 0.0
-    out = {"ok": ok[0], "spans": spans[0], "refused": refused[0], "elapsed": elapsed, "p99": p99, "cpu": cpu}
+    out = {"ok": ok[0], "spans": spans[0], "refused": refused[0], "elapsed": elapsed, "p99": p99, "cpu": cpu,
+           "idle_cores": idle_cores}
     print(json.dumps(out))
     """
 )
@@ -343,7 +345,8 @@ def rotel(workdir: Path, http_port: int, *, grading: bool = False) -> subprocess
 
 def load(ports: Sequence[int], shape: str = "synthetic", rate: float = 0.0) -> dict[str, float]:
     """The load generator's figures; its connections are spread over ``ports``. ``rate``: requests a second, all
-    connections together (0: as many as the receiver answers)."""
+    connections together (0: as many as the receiver answers). ``idle_cores``: the machine's cores left idle while
+    the load ran (0 when the receivers, the load generator and the collector they forward to kept every core busy)."""
     ports_arg = ",".join(map(str, ports))
     here = str(Path(__file__).parent)
     out = subprocess.run(
@@ -374,15 +377,10 @@ def machine_cpu() -> tuple[float, float]:
 def load_process(
     procs: Sequence[subprocess.Popen[bytes]], ports: Sequence[int], shape: str, rate: float = 0.0
 ) -> dict[str, float]:
-    """``load`` against receiver processes, with their CPU microseconds (all of them) per acknowledged span, and the
-    machine's cores left idle meanwhile (``idle_cores``: 0 when the receivers, the load generator and the collector
-    they forward to keep every core busy)."""
+    """``load`` against receiver processes, with their CPU microseconds (all of them) per acknowledged span."""
     before = sum(cpu_seconds(p.pid) for p in procs)
-    total, idle = machine_cpu()
     result = load(ports, shape, rate)
     result["cpu_us_per_span"] = (sum(cpu_seconds(p.pid) for p in procs) - before) / max(1, result["spans"]) * 1e6
-    total_after, idle_after = machine_cpu()
-    result["idle_cores"] = (idle_after - idle) / (total_after - total) * (os.cpu_count() or 1)
     return result
 
 
