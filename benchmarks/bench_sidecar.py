@@ -368,8 +368,9 @@ def cpu_seconds(pid: int) -> float:
 
 
 def machine_cpu() -> tuple[float, float]:
-    """Core-seconds of every core so far, and of those spent idle (Linux: ``/proc/stat``'s first line)."""
-    ticks = [int(n) for n in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    """Core-seconds of every core so far, and of those spent idle (Linux: ``/proc/stat``'s first line; its guest
+    times are already in its user times, so only the eight before them count)."""
+    ticks = [int(n) for n in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
     hz = os.sysconf("SC_CLK_TCK")
     return sum(ticks) / hz, (ticks[3] + ticks[4]) / hz  # idle and waiting on I/O
 
