@@ -367,12 +367,11 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def machine_cpu() -> tuple[float, float]:
-    """Core-seconds of every core so far, and of those spent idle (Linux: ``/proc/stat``'s first line; its guest
+def machine_cpu() -> tuple[int, int]:
+    """Clock ticks of every core so far, and of those spent idle (Linux: ``/proc/stat``'s first line; its guest
     times are already in its user times, so only the eight before them count)."""
     ticks = [int(n) for n in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-    hz = os.sysconf("SC_CLK_TCK")
-    return sum(ticks) / hz, (ticks[3] + ticks[4]) / hz  # idle and waiting on I/O
+    return sum(ticks), ticks[3] + ticks[4]  # idle and waiting on I/O
 
 
 def load_process(
