@@ -118,6 +118,16 @@ def test_pass_on_paging_and_scope_by_tools() -> None:
     assert grade("tools: ['^ping$']", stuck).status == "fail"
 
 
+def test_a_loop_names_its_tools_and_spans_among_every_call_or_the_calls_of_the_tools_checked() -> None:
+    t = run(*[x for _ in range(5) for x in (tool("ping", {}, "pong"), tool("search", {"query": "x"}, "same"))])
+    every = grade("max_repeats: 3", t)
+    assert every.value == 5 and every.details["loops"][0]["tools"] == "ping -> search"
+    assert every.evidence[0].span_ids == tuple(s.span_id for s in t.tool_steps)
+    searches = grade("tools: ['^search$']", t)
+    assert searches.value == 5 and searches.details["loops"][0]["tools"] == "search"
+    assert searches.evidence[0].span_ids == tuple(s.span_id for s in t.tool_steps if s.tool.name == "search")
+
+
 def test_results_that_change_anywhere_are_progress() -> None:
     """Polling a long job log: the same call, a result that grows at its end, far past any prefix."""
     log = "x" * 10_000

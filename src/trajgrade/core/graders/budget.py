@@ -19,7 +19,6 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, linear_score, not_evaluable
-from trajgrade.core.graders.steps import span_ids
 from trajgrade.core.graders.thresholds import failed_requests_note, parse_duration
 from trajgrade.core.graders.watch import (
     DURATION_MS,
@@ -130,23 +129,11 @@ def budget(t: Trajectory, c: BudgetConfig, name: str) -> GraderResult:
         else:
             add(key, what + failed_requests_note(t), used, limit)
     if c.max_tool_calls is not None:
-        tools = t.tool_steps
-        add(
-            "max_tool_calls",
-            "tool calls",
-            len(tools),
-            c.max_tool_calls,
-            span_ids(tools[int(c.max_tool_calls) :]),
-        )
+        tools = t.tool_span_ids
+        add("max_tool_calls", "tool calls", len(tools), c.max_tool_calls, tools[int(c.max_tool_calls) :])
     if c.max_llm_calls is not None:
-        llms = t.llm_steps
-        add(
-            "max_llm_calls",
-            "LLM calls",
-            len(llms),
-            c.max_llm_calls,
-            span_ids(llms[int(c.max_llm_calls) :]),
-        )
+        llms = t.llm_span_ids
+        add("max_llm_calls", "LLM calls", len(llms), c.max_llm_calls, llms[int(c.max_llm_calls) :])
     duration_limit = parse_duration(c.max_duration) * 1000 if c.max_duration else c.max_duration_ms
     if duration_limit is not None:
         add("max_duration_ms", "ms", round(s.duration_ms, 3), duration_limit, (t.root_span_id,))

@@ -22,13 +22,14 @@ to the one a period before it. Arguments not captured: not evaluable (nothing to
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
 from trajgrade.core.graders.loop_search import LoopWatch, find_loops
-from trajgrade.core.graders.steps import any_arguments_captured, calls_named, tool_calls
+from trajgrade.core.graders.steps import any_arguments_captured, calls_named, tool_calls, tool_names
 from trajgrade.core.graders.steps import span_ids as span_ids_of
 from trajgrade.core.graders.watch import ON_TOOL_CALLS, Gate
 from trajgrade.core.patterns import check_pattern, name_filter
@@ -78,16 +79,21 @@ def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
     longest = 0
     # A run's loops mostly repeat the same few similarities: each list written once (``_written``).
     written: dict[tuple[float, ...], tuple[str, tuple[float, ...]]] = {}
+    # The tool names and span ids of the calls checked: the run's own when they are all its tool calls (they are
+    # some of them, in order: all of them when as many), so that a long run's loops are written without its steps.
+    if len(calls) == len(t.tool_steps):
+        names_of, ids_of = t.tool_names, t.tool_span_ids
+    else:
+        names_of, ids_of = tuple(tool_names(calls)), span_ids_of(calls)
     for start, end, period, sims in loops:
-        block = calls[start:end]
         repeats = (end - start) // period
         longest = max(longest, repeats)
-        names, text = _described(block, repeats, period, c.max_repeats)
+        names, text = _described(names_of[start : start + period], repeats, period, c.max_repeats)
         shown_rounded = written.get(sims)
         if shown_rounded is None:
             shown_rounded = written[sims] = _written(sims)
         shown, rounded = shown_rounded
-        span_ids = span_ids_of(block)
+        span_ids = ids_of[start:end]
         evidence.append(Evidence(f"{text}; similarity to the call a period before: [{shown}]", span_ids))
         details.append(
             {
@@ -101,9 +107,9 @@ def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
     return _loop_found(name, c, longest, evidence, details)
 
 
-def _described(block: list[Step], repeats: int, period: int, max_repeats: int) -> tuple[str, str]:
-    """A repetition's tools (``a -> b``, one period of its calls) and what it did, in words."""
-    names = " -> ".join([s.tool.name for s in block[:period] if s.tool is not None])
+def _described(one_period: Sequence[str | None], repeats: int, period: int, max_repeats: int) -> tuple[str, str]:
+    """A repetition's tools (``a -> b``, the tool names of one period of its calls) and what it did, in words."""
+    names = " -> ".join([name for name in one_period if name is not None])
     return names, f"{names} repeated {repeats} times in a row (period {period}, max {max_repeats})"
 
 
@@ -136,7 +142,7 @@ def watch_loop(c: LoopConfig, name: str) -> Gate:
     is similar to none."""
 
     def found(repeats: int, period: int, block: list[Step]) -> GraderResult:
-        names, text = _described(block, repeats, period, c.max_repeats)
+        names, text = _described(tool_names(block[:period]), repeats, period, c.max_repeats)
         span_ids = span_ids_of(block)
         details = {"tools": names, "period": period, "repeats": repeats, "span_ids": span_ids}
         return _loop_found(name, c, repeats, [Evidence(text, span_ids)], [details])

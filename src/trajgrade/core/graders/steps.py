@@ -21,6 +21,7 @@ __all__ = [
     "not_plainly_valid",
     "span_ids",
     "span_ids_by_name",
+    "span_ids_named",
     "tool_calls",
     "tool_names",
 ]
@@ -54,6 +55,23 @@ def calls_named(steps: Sequence[Step], keep: Callable[[str], bool]) -> list[Step
         if hit:
             out.append(s)
     return out
+
+
+def span_ids_named(names: tuple[str | None, ...], ids: tuple[str, ...], keep: Callable[[str], bool]) -> tuple[str, ...]:
+    """The span ids (``ids``) of the calls whose tool name (``names``, beside them) ``keep`` accepts, asked once
+    per name: of a run's tool calls, read from its ``tool_names`` and ``tool_span_ids`` without the steps."""
+    kept: dict[str, bool] = {}
+    out: list[str] = []
+    for i in range(len(ids)):
+        name = names[i]
+        if name is None:
+            continue
+        hit = kept.get(name)
+        if hit is None:
+            hit = kept[name] = keep(name)
+        if hit:
+            out.append(ids[i])
+    return tuple(out)
 
 
 def count_named(calls: Sequence[Step], names: Collection[str]) -> int:

@@ -21,14 +21,13 @@ What counts:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import replace
 from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, linear_score, not_evaluable
-from trajgrade.core.graders.steps import calls_named, failed_span_ids, span_ids
+from trajgrade.core.graders.steps import failed_span_ids, span_ids_named
 from trajgrade.core.graders.watch import (
     DURATION_MS,
     ERRORS,
@@ -160,13 +159,12 @@ def failed_requests_note(t: Trajectory) -> str:
 
 
 def tool_call_count(t: Trajectory, c: ToolCallCountConfig, name: str) -> GraderResult:
-    calls: Sequence[Step] = calls_named(t.tool_steps, name_filter(c.tools)) if c.tools else t.tool_steps
-    over = span_ids(calls[c.max :])
-    return _threshold(name, "tool-call-count", len(calls), c.max, " tool calls", evidence_spans=over)
+    ids = span_ids_named(t.tool_names, t.tool_span_ids, name_filter(c.tools)) if c.tools else t.tool_span_ids
+    return _threshold(name, "tool-call-count", len(ids), c.max, " tool calls", evidence_spans=ids[c.max :])
 
 
 def turn_count(t: Trajectory, c: MaxConfig, name: str) -> GraderResult:
-    over = span_ids(t.llm_steps[c.max :])
+    over = t.llm_span_ids[c.max :]
     return _threshold(name, "turn-count", t.summary.turns, c.max, " turns", evidence_spans=over)
 
 
@@ -216,7 +214,7 @@ def step_count(t: Trajectory, c: StepCountConfig, name: str) -> GraderResult:
             evidence=(Evidence(text),),
             details={"value": n, "min": c.min},
         )
-    return _threshold(name, "step-count", n, c.max, " steps", evidence_spans=span_ids(t.steps[c.max :]))
+    return _threshold(name, "step-count", n, c.max, " steps", evidence_spans=t.span_ids[c.max :])
 
 
 # --- in flight: each check fails on the span that takes its number past the max ------------------------------

@@ -386,6 +386,14 @@ class Trajectory:
     #: The steps that are model calls, and those that are tool calls, in order (kept: every grader reads them).
     llm_steps: tuple[Step, ...] = field(init=False, repr=False, compare=False)
     tool_steps: tuple[Step, ...] = field(init=False, repr=False, compare=False)
+    #: The span ids of ``steps``, ``llm_steps`` and ``tool_steps``, in order: the evidence of a limit crossed quotes
+    #: the spans past it, a slice of these, without reading the steps again (on a long run, each step read anew by
+    #: each grader is a read from memory rather than from the processor's caches).
+    span_ids: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    llm_span_ids: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    tool_span_ids: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    #: The tool name of each of ``tool_steps`` (None for a step without a tool, which a built run does not have).
+    tool_names: tuple[str | None, ...] = field(init=False, repr=False, compare=False)
 
     def __init__(
         self,
@@ -421,5 +429,24 @@ class Trajectory:
         self.tool_definitions = {} if tool_definitions is None else tool_definitions
         self.partial = partial
         self.notes = notes
-        self.llm_steps = tuple(s for s in steps if s.kind == "llm_call")
-        self.tool_steps = tuple(s for s in steps if s.kind == "tool_call")
+        llm: list[Step] = []
+        tools: list[Step] = []
+        ids: list[str] = []
+        llm_ids: list[str] = []
+        tool_ids: list[str] = []
+        names: list[str | None] = []
+        for s in steps:
+            ids.append(s.span_id)
+            if s.kind == "llm_call":
+                llm.append(s)
+                llm_ids.append(s.span_id)
+            elif s.kind == "tool_call":
+                tools.append(s)
+                tool_ids.append(s.span_id)
+                names.append(s.tool.name if s.tool is not None else None)
+        self.llm_steps = tuple(llm)
+        self.tool_steps = tuple(tools)
+        self.span_ids = tuple(ids)
+        self.llm_span_ids = tuple(llm_ids)
+        self.tool_span_ids = tuple(tool_ids)
+        self.tool_names = tuple(names)
