@@ -77,24 +77,24 @@ def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
     evidence: list[Evidence] = []
     details: list[dict[str, Any]] = []
     longest = 0
-    # A run's loops mostly repeat the same few similarities: each list written once (``_written``).
-    written: dict[tuple[float, ...], tuple[str, tuple[float, ...]]] = {}
     # The tool names and span ids of the calls checked: the run's own when they are all its tool calls (they are
     # some of them, in order: all of them when as many), so that a long run's loops are written without its steps.
     if len(calls) == len(t.tool_steps):
         names_of, ids_of = t.tool_names, t.tool_span_ids
     else:
         names_of, ids_of = tuple(tool_names(calls)), span_ids_of(calls)
+    # A run's loops mostly repeat the same few tools, lengths and similarities: each such loop written once.
+    written: dict[_Loop, tuple[str, str, tuple[float, ...]]] = {}
     for start, end, period, sims in loops:
         repeats = (end - start) // period
         longest = max(longest, repeats)
-        names, text = _described(names_of[start : start + period], repeats, period, c.max_repeats)
-        shown_rounded = written.get(sims)
-        if shown_rounded is None:
-            shown_rounded = written[sims] = _written(sims)
-        shown, rounded = shown_rounded
+        key = (names_of[start : start + period], repeats, period, sims)
+        described = written.get(key)
+        if described is None:
+            described = written[key] = _described(key[0], repeats, period, c.max_repeats, sims)
+        names, description, rounded = described
         span_ids = ids_of[start:end]
-        evidence.append(Evidence(f"{text}; similarity to the call a period before: [{shown}]", span_ids))
+        evidence.append(Evidence(description, span_ids))
         details.append(
             {
                 "tools": names,
@@ -107,17 +107,27 @@ def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
     return _loop_found(name, c, longest, evidence, details)
 
 
-def _described(one_period: Sequence[str | None], repeats: int, period: int, max_repeats: int) -> tuple[str, str]:
+#: A loop as its evidence describes it: the tool names of one period of its calls, its repeats, its period and the
+#: similarity of each call to the one a period before.
+_Loop = tuple[tuple[str | None, ...], int, int, tuple[float, ...]]
+
+
+def _repeated(one_period: Sequence[str | None], repeats: int, period: int, max_repeats: int) -> tuple[str, str]:
     """A repetition's tools (``a -> b``, the tool names of one period of its calls) and what it did, in words."""
     names = " -> ".join([name for name in one_period if name is not None])
     return names, f"{names} repeated {repeats} times in a row (period {period}, max {max_repeats})"
 
 
-def _written(sims: tuple[float, ...]) -> tuple[str, tuple[float, ...]]:
-    """A loop's similarities shown (two decimals) and rounded (four); the same few values mostly, each written once."""
+def _described(
+    one_period: Sequence[str | None], repeats: int, period: int, max_repeats: int, sims: tuple[float, ...]
+) -> tuple[str, str, tuple[float, ...]]:
+    """A loop's tools, its evidence's description, with its similarities shown (two decimals), and its similarities
+    rounded (four)."""
+    names, text = _repeated(one_period, repeats, period, max_repeats)
     distinct = set(sims)
     shown, rounded = {s: f"{s:.2f}" for s in distinct}, {s: round(s, 4) for s in distinct}
-    return ", ".join([shown[s] for s in sims]), tuple([rounded[s] for s in sims])
+    listed = ", ".join([shown[s] for s in sims])
+    return names, f"{text}; similarity to the call a period before: [{listed}]", tuple([rounded[s] for s in sims])
 
 
 def _loop_found(
@@ -142,7 +152,7 @@ def watch_loop(c: LoopConfig, name: str) -> Gate:
     is similar to none."""
 
     def found(repeats: int, period: int, block: list[Step]) -> GraderResult:
-        names, text = _described(tool_names(block[:period]), repeats, period, c.max_repeats)
+        names, text = _repeated(tool_names(block[:period]), repeats, period, c.max_repeats)
         span_ids = span_ids_of(block)
         details = {"tools": names, "period": period, "repeats": repeats, "span_ids": span_ids}
         return _loop_found(name, c, repeats, [Evidence(text, span_ids)], [details])
