@@ -29,7 +29,7 @@ from pydantic import Field, field_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
 from trajgrade.core.graders.loop_search import LoopWatch, find_loops
-from trajgrade.core.graders.steps import any_arguments_captured, calls_named, tool_calls, tool_names
+from trajgrade.core.graders.steps import any_arguments_captured, calls_named, tool_calls, tool_columns, tool_names
 from trajgrade.core.graders.steps import span_ids as span_ids_of
 from trajgrade.core.graders.watch import ON_TOOL_CALLS, Gate
 from trajgrade.core.patterns import check_pattern, name_filter
@@ -77,12 +77,7 @@ def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
     evidence: list[Evidence] = []
     details: list[dict[str, Any]] = []
     longest = 0
-    # The tool names and span ids of the calls checked: the run's own when they are all its tool calls (they are
-    # some of them, in order: all of them when as many), so that a long run's loops are written without its steps.
-    if len(calls) == len(t.tool_steps):
-        names_of, ids_of = t.tool_names, t.tool_span_ids
-    else:
-        names_of, ids_of = tuple(tool_names(calls)), span_ids_of(calls)
+    names_of, ids_of = tool_columns(t, calls)  # a long run's loops are written without reading its steps again
     # A run's loops mostly repeat the same few tools, lengths and similarities: each such loop written once.
     written: dict[_Loop, tuple[str, str, tuple[float, ...]]] = {}
     for start, end, period, sims in loops:

@@ -23,6 +23,7 @@ __all__ = [
     "span_ids_by_name",
     "span_ids_named",
     "tool_calls",
+    "tool_columns",
     "tool_names",
 ]
 
@@ -34,6 +35,15 @@ def tool_calls(t: Trajectory) -> list[Step]:
         if s.tool is None:
             return [s for s in steps if s.tool is not None]
     return list(steps)
+
+
+def tool_columns(t: Trajectory, calls: Sequence[Step]) -> tuple[tuple[str | None, ...], tuple[str, ...]]:
+    """The tool name and span id of each of ``calls``, some of ``t``'s tool calls in order: the run's own
+    ``tool_names`` and ``tool_span_ids`` when they are all of them (as many), which a long run's graders read
+    without reading its steps again."""
+    if len(calls) == len(t.tool_steps):
+        return t.tool_names, t.tool_span_ids
+    return tuple([s.tool.name if s.tool is not None else None for s in calls]), span_ids(calls)
 
 
 def tool_names(calls: Sequence[Step]) -> list[str]:
@@ -101,10 +111,14 @@ def each_name(names: Sequence[str], verdicts: dict[str, bool]) -> list[bool | No
 
 
 def not_plainly_valid(
-    calls: Sequence[Step], approved: set[str], validators: dict[str, Any], numbers: list[int | None]
+    calls: Sequence[Step],
+    names: tuple[str | None, ...],
+    approved: set[str],
+    validators: dict[str, Any],
+    numbers: list[int | None],
 ) -> list[int]:
-    """The positions of the calls that are not plainly valid: of a tool not ``approved``, or of a tool with a
-    validator whose arguments were not captured or are not valid.
+    """The positions of the calls (their tool ``names`` beside them, ``tool_columns``) that are not plainly valid:
+    of a tool not ``approved``, or of a tool with a validator whose arguments were not captured or are not valid.
 
     A validator has ``is_valid(arguments)``, and ``all_valid(list of arguments)``, true when one check of them all
     finds every one valid: the calls of a tool are checked together first, and one by one only when that fails.
@@ -112,34 +126,26 @@ def not_plainly_valid(
     of the same tool and text as an earlier one has equal arguments, and is judged as that one was, not checked
     again. (A set and a dict, not any collection and mapping: compiled code then looks names up in them directly.)
     """
-    batches: dict[str, list[Any]] = {}
-    for i, s in enumerate(calls):
-        tool = s.tool
-        if tool is not None and tool.arguments_captured and tool.name in validators:
-            first = numbers[i]
-            if first is not None and first < i:
-                continue
-            batch = batches.get(tool.name)
-            if batch is None:
-                batch = batches[tool.name] = []
-            batch.append(tool.arguments)
-    valid = {name for name, batch in batches.items() if validators[name].all_valid(batch)}
+    valid = _all_valid(calls, names, validators, numbers)
     out: list[int] = []
     invalid: set[int] = set()  # the positions of the first calls of their text found not valid
-    for i, s in enumerate(calls):
-        tool = s.tool
-        if tool is None:
+    for i in range(len(calls)):
+        name = names[i]
+        if name is None:
             continue
-        if tool.name not in approved:
+        if name not in approved:
             out.append(i)
             continue
-        validator = validators.get(tool.name)
+        validator = validators.get(name)
         if validator is None:
+            continue
+        tool = calls[i].tool
+        if tool is None:
             continue
         if not tool.arguments_captured:
             out.append(i)
             continue
-        if tool.name in valid:
+        if name in valid:
             continue
         first = numbers[i]
         if first is not None and first < i:
@@ -151,6 +157,27 @@ def not_plainly_valid(
     return out
 
 
+def _all_valid(
+    calls: Sequence[Step], names: tuple[str | None, ...], validators: dict[str, Any], numbers: list[int | None]
+) -> set[str]:
+    """The tools whose calls' captured arguments (each text once) one check of them all finds valid."""
+    batches: dict[str, list[Any]] = {}
+    for i in range(len(calls)):
+        name = names[i]
+        if name is None or name not in validators:
+            continue
+        tool = calls[i].tool
+        if tool is not None and tool.arguments_captured:
+            first = numbers[i]
+            if first is not None and first < i:
+                continue
+            batch = batches.get(name)
+            if batch is None:
+                batch = batches[name] = []
+            batch.append(tool.arguments)
+    return {name for name, batch in batches.items() if validators[name].all_valid(batch)}
+
+
 def span_ids(steps: Sequence[Step]) -> tuple[str, ...]:
     return tuple([s.span_id for s in steps])
 
@@ -159,13 +186,14 @@ def failed_span_ids(steps: Sequence[Step]) -> tuple[str, ...]:
     return tuple([s.span_id for s in steps if s.status == "error"])
 
 
-def span_ids_by_name(calls: Sequence[Step]) -> dict[str, list[str]]:
-    """The span ids of the calls of each tool, tools in the order of their first call."""
+def span_ids_by_name(names: tuple[str | None, ...], span_ids: tuple[str, ...]) -> dict[str, list[str]]:
+    """The span ids of the calls of each tool (of calls' ``tool_columns``), tools in the order of their first call."""
     out: dict[str, list[str]] = {}
-    for s in calls:
-        if s.tool is not None:
-            ids = out.get(s.tool.name)
+    for i in range(len(span_ids)):
+        name = names[i]
+        if name is not None:
+            ids = out.get(name)
             if ids is None:
-                ids = out[s.tool.name] = []
-            ids.append(s.span_id)
+                ids = out[name] = []
+            ids.append(span_ids[i])
     return out

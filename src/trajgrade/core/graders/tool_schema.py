@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import field_validator, model_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
-from trajgrade.core.graders.steps import not_plainly_valid, span_ids_by_name, tool_calls
+from trajgrade.core.graders.steps import not_plainly_valid, span_ids_by_name, tool_calls, tool_columns
 from trajgrade.core.memo import ByObject
 from trajgrade.core.running import grading_fact
 from trajgrade.core.trajectory.call_texts import call_texts
@@ -196,7 +196,8 @@ def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
     evidence: list[Evidence] = []
     unchecked: list[str] = []
     unfetched: list[str] = []
-    by_tool = span_ids_by_name(calls)
+    names, span_ids = tool_columns(t, calls)
+    by_tool = span_ids_by_name(names, span_ids)
     approved = {
         tool
         for tool in by_tool
@@ -204,7 +205,7 @@ def tool_schema(t: Trajectory, c: ToolSchemaConfig, name: str) -> GraderResult:
     }
     # The calls' numbering by argument text (shared by the grading), when there are schemas to check them against.
     numbers = grading_fact(t, call_texts).arguments_of(calls) if validators else []
-    for i in not_plainly_valid(calls, approved, validators, numbers):  # the other calls add nothing below
+    for i in not_plainly_valid(calls, names, approved, validators, numbers):  # the other calls add nothing below
         step = calls[i]
         assert step.tool is not None
         tool = step.tool.name
