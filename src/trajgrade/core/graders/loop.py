@@ -60,7 +60,9 @@ def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
         return not_evaluable(
             name, "loop", "tool arguments were not captured (enable content capture)", limit=c.max_repeats
         )
-    loops = find_loops(calls, c.max_repeats, c.similarity_threshold, c.max_cycle_period, grading_fact(t, call_texts))
+    names_of, ids_of = tool_columns(t, calls)  # a long run's calls told and written without reading its steps again
+    texts = grading_fact(t, call_texts)
+    loops = find_loops(calls, c.max_repeats, c.similarity_threshold, c.max_cycle_period, texts, names_of)
     if not loops:
         text = f"no action repeated more than {c.max_repeats} times in a row ({len(calls)} tool calls checked)"
         return GraderResult(
@@ -77,7 +79,6 @@ def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
     evidence: list[Evidence] = []
     details: list[dict[str, Any]] = []
     longest = 0
-    names_of, ids_of = tool_columns(t, calls)  # a long run's loops are written without reading its steps again
     # A run's loops mostly repeat the same few tools, lengths and similarities: each such loop written once.
     written: dict[_Loop, tuple[str, str, tuple[float, ...]]] = {}
     for start, end, period, sims in loops:

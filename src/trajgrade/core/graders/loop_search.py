@@ -270,7 +270,7 @@ class _Flattened:
 
 
 def _similarities(
-    calls: list[Step], threshold: float, max_period: int, texts: CallTexts
+    calls: list[Step], threshold: float, max_period: int, texts: CallTexts, names: tuple[str | None, ...]
 ) -> tuple[list[list[int]], list[float]]:
     """``similar[period][j]``: the similarity of call j to call j - period (its index among the similarities met,
     returned beside), or -1 when the two are not the same action (another tool, a similarity under ``threshold``,
@@ -291,10 +291,12 @@ def _similarities(
     values = flattened.values
     for j in range(n):
         recent[j % size] = None
-        a = calls[j].tool
+        name = names[j]
         for period in range(1, min(max_period, j) + 1):
-            b = calls[j - period].tool
-            if a is None or b is None or a.name != b.name:
+            if name is None or name != names[j - period]:
+                continue  # another tool, or a call without one
+            a, b = calls[j].tool, calls[j - period].tool
+            if a is None or b is None:
                 continue
             leaves = recent[j % size]
             if leaves is None:
@@ -321,16 +323,26 @@ def _similarities(
 
 
 def find_loops(
-    calls: list[Step], max_repeats: int, threshold: float, max_period: int, texts: CallTexts | None = None
+    calls: list[Step],
+    max_repeats: int,
+    threshold: float,
+    max_period: int,
+    texts: CallTexts | None = None,
+    names: tuple[str | None, ...] | None = None,
 ) -> list[tuple[int, int, int, tuple[float, ...]]]:
     """(start, end, period, similarities) of every repetition longer than max_repeats, longest first.
 
     One pass compares each call with each of the ``max_period`` calls before it (``_similarities``), the calls of
-    one argument text as one (``texts``: the run's numbering of its calls, by default one of ``calls``). Then, for
-    each period, the runs of calls similar to the call a period before are read from what that pass recorded.
+    one argument text as one (``texts``: the run's numbering of its calls, by default one of ``calls``), and of
+    another tool told by name (``names``: the calls' tool names, ``steps.tool_columns``, by default read from the
+    calls). Then, for each period, the runs of calls similar to the call a period before are read from what that
+    pass recorded.
     """
     n = len(calls)
-    similar, values = _similarities(calls, threshold, max_period, texts if texts is not None else CallTexts(calls))
+    if names is None:
+        names = tuple([s.tool.name if s.tool is not None else None for s in calls])
+    numbered = texts if texts is not None else CallTexts(calls)
+    similar, values = _similarities(calls, threshold, max_period, numbered, names)
     # Tuples of numbers: what the garbage collector stops tracking at its first look (a long run's thousands of
     # loops would be walked by every collection while they are graded). A run's loops mostly repeat the same few
     # similarities: each tuple of them is made once, by the tuple of their indices.

@@ -119,7 +119,11 @@ class _Texts:
 
 
 def longest_repetitions(
-    calls: list[Step], match: str, max_period: int, texts: CallTexts | None = None
+    calls: list[Step],
+    match: str,
+    max_period: int,
+    texts: CallTexts | None = None,
+    names: tuple[str | None, ...] | None = None,
 ) -> list[tuple[int, int, int]]:
     """``longest_repetition(calls, match, p)`` for every p from 1 to ``max_period``, at index p, from one pass: the
     graders of one grading that compare the same calls the same way share it.
@@ -128,18 +132,22 @@ def longest_repetitions(
     the longest repetition up to a period is then the longest of those, the shorter period first on a tie. Two
     calls of one tool whose compared data are parsed from texts met before are compared as those texts were
     (a loop repeats the same few texts; ``texts``: the run's numbering of its calls, by default one of ``calls``).
+    ``names``: the calls' tool names (``steps.tool_columns``), by default read from the calls.
     """
     n = len(calls)
     most = [0] * (max_period + 1)  # by period: the most occurrences of a block found
     start_of = [0] * (max_period + 1)  # by period: where the first repetition that long starts
     matched = [0] * (max_period + 1)  # by period: calls so far, each the same as the call a period before it
     same_texts = None if match == "name" else _Texts(calls, match, texts if texts is not None else CallTexts(calls))
+    if names is None:
+        names = tuple([s.tool.name if s.tool is not None else None for s in calls])
     for i in range(1, n):
-        call = calls[i]
+        name = names[i]
         for period in range(1, min(max_period, i) + 1):
-            before = calls[i - period]
-            if same_texts is None or not _same_name(call, before):
-                same = same_call(call, before, match)
+            if name is None or name != names[i - period]:
+                same = False  # another tool, or a call without one: the same as no other (``same_call``)
+            elif same_texts is None:
+                same = True
             else:
                 same = same_texts.same(i, i - period)
             if not same:
@@ -154,8 +162,3 @@ def longest_repetitions(
         longest = best[-1]
         best.append((most[period], start_of[period], period) if most[period] > longest[0] else longest)
     return best
-
-
-def _same_name(a: Step, b: Step) -> bool:
-    ta, tb = a.tool, b.tool
-    return ta is not None and tb is not None and ta.name == tb.name

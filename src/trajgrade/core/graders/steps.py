@@ -29,11 +29,11 @@ __all__ = [
 
 
 def tool_calls(t: Trajectory) -> list[Step]:
-    """The run's tool calls (its tool steps that carry a tool: every one of a built run, copied at once)."""
+    """The run's tool calls (its tool steps that carry a tool: every one of a built run, copied at once, told from
+    its ``tool_names`` without reading the steps)."""
     steps = t.tool_steps
-    for s in steps:
-        if s.tool is None:
-            return [s for s in steps if s.tool is not None]
+    if None in t.tool_names:
+        return [s for s in steps if s.tool is not None]
     return list(steps)
 
 
