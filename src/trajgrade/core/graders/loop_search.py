@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from trajgrade.core.graders.base import GraderResult
+from trajgrade.core.graders.steps import call_names
 from trajgrade.core.graders.watch import Repetitions, RunSoFar
 from trajgrade.core.trajectory.call_texts import CallTexts
 from trajgrade.core.trajectory.model import Step
@@ -340,7 +341,7 @@ def find_loops(
     """
     n = len(calls)
     if names is None:
-        names = tuple([s.tool.name if s.tool is not None else None for s in calls])
+        names = call_names(calls)
     numbered = texts if texts is not None else CallTexts(calls)
     similar, values = _similarities(calls, threshold, max_period, numbered, names)
     # Tuples of numbers: what the garbage collector stops tracking at its first look (a long run's thousands of

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from trajgrade.core.graders.steps import call_names
 from trajgrade.core.trajectory.call_texts import CallTexts
 from trajgrade.core.trajectory.model import Step
 
@@ -140,7 +141,7 @@ def longest_repetitions(
     matched = [0] * (max_period + 1)  # by period: calls so far, each the same as the call a period before it
     same_texts = None if match == "name" else _Texts(calls, match, texts if texts is not None else CallTexts(calls))
     if names is None:
-        names = tuple([s.tool.name if s.tool is not None else None for s in calls])
+        names = call_names(calls)
     for i in range(1, n):
         name = names[i]
         for period in range(1, min(max_period, i) + 1):

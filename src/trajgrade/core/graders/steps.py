@@ -14,6 +14,7 @@ from trajgrade.core.trajectory.model import Step, Trajectory
 __all__ = [
     "all_arguments_captured",
     "any_arguments_captured",
+    "call_names",
     "calls_named",
     "count_named",
     "each_name",
@@ -43,7 +44,12 @@ def tool_columns(t: Trajectory, calls: Sequence[Step]) -> tuple[tuple[str | None
     without reading its steps again."""
     if len(calls) == len(t.tool_steps):
         return t.tool_names, t.tool_span_ids
-    return tuple([s.tool.name if s.tool is not None else None for s in calls]), span_ids(calls)
+    return call_names(calls), span_ids(calls)
+
+
+def call_names(calls: Sequence[Step]) -> tuple[str | None, ...]:
+    """The tool name of each call, None for a call without a tool: beside the calls, as a run's ``tool_names``."""
+    return tuple([s.tool.name if s.tool is not None else None for s in calls])
 
 
 def tool_names(calls: Sequence[Step]) -> list[str]:
