@@ -55,7 +55,7 @@ class LoopConfig(GraderConfig):
 
 
 def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
-    calls = calls_named(t.tool_steps, name_filter(c.tools)) if c.tools else tool_calls(t)
+    calls = calls_named(t, name_filter(c.tools)) if c.tools else tool_calls(t)
     if calls and not any_arguments_captured(calls):
         return not_evaluable(
             name, "loop", "tool arguments were not captured (enable content capture)", limit=c.max_repeats

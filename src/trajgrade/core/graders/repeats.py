@@ -93,7 +93,7 @@ def _of_run(t: Trajectory, c: MaxRepeatConfig | LoopOutcomeConfig) -> tuple[int,
     key = ("repeats", c.tools, c.match)
     kept: tuple[list[Step], list[tuple[int, int, int]], int] | None = facts.get(key) if facts is not None else None
     if kept is None or len(kept[1]) <= c.max_cycle_period:
-        calls = calls_named(t.tool_steps, name_filter(c.tools)) if c.tools else tool_calls(t)
+        calls = calls_named(t, name_filter(c.tools)) if c.tools else tool_calls(t)
         names, _ = tool_columns(t, calls)
         longest = longest_repetitions(calls, c.match, c.max_cycle_period, grading_fact(t, call_texts), names)
         kept = calls, longest, unknown_count(calls, c.match)

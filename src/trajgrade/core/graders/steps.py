@@ -20,6 +20,7 @@ __all__ = [
     "each_name",
     "failed_span_ids",
     "not_plainly_valid",
+    "positions_named",
     "span_ids",
     "span_ids_by_name",
     "span_ids_named",
@@ -57,28 +58,25 @@ def tool_names(calls: Sequence[Step]) -> list[str]:
     return [s.tool.name for s in calls if s.tool is not None]
 
 
-def calls_named(steps: Sequence[Step], keep: Callable[[str], bool]) -> list[Step]:
-    """The tool calls among ``steps`` whose tool name ``keep`` accepts, asked once per name."""
-    kept: dict[str, bool] = {}
-    out: list[Step] = []
-    for s in steps:
-        tool = s.tool
-        if tool is None:
-            continue
-        hit = kept.get(tool.name)
-        if hit is None:
-            hit = kept[tool.name] = keep(tool.name)
-        if hit:
-            out.append(s)
-    return out
+def calls_named(t: Trajectory, keep: Callable[[str], bool]) -> list[Step]:
+    """The run's tool calls whose tool name ``keep`` accepts (``positions_named``)."""
+    steps = t.tool_steps
+    return [steps[i] for i in positions_named(t, keep)]
 
 
-def span_ids_named(names: tuple[str | None, ...], ids: tuple[str, ...], keep: Callable[[str], bool]) -> tuple[str, ...]:
-    """The span ids (``ids``) of the calls whose tool name (``names``, beside them) ``keep`` accepts, asked once
-    per name: of a run's tool calls, read from its ``tool_names`` and ``tool_span_ids`` without the steps."""
+def span_ids_named(t: Trajectory, keep: Callable[[str], bool]) -> tuple[str, ...]:
+    """The span ids of the run's tool calls whose tool name ``keep`` accepts (``positions_named``)."""
+    ids = t.tool_span_ids
+    return tuple([ids[i] for i in positions_named(t, keep)])
+
+
+def positions_named(t: Trajectory, keep: Callable[[str], bool]) -> list[int]:
+    """The positions among the run's tool calls of those whose tool name ``keep`` accepts, asked once per name, read
+    from its ``tool_names`` without its steps."""
+    names = t.tool_names
     kept: dict[str, bool] = {}
-    out: list[str] = []
-    for i in range(len(ids)):
+    out: list[int] = []
+    for i in range(len(names)):
         name = names[i]
         if name is None:
             continue
@@ -86,8 +84,8 @@ def span_ids_named(names: tuple[str | None, ...], ids: tuple[str, ...], keep: Ca
         if hit is None:
             hit = kept[name] = keep(name)
         if hit:
-            out.append(ids[i])
-    return tuple(out)
+            out.append(i)
+    return out
 
 
 def count_named(calls: Sequence[Step], names: Collection[str]) -> int:

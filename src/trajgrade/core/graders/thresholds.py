@@ -159,7 +159,7 @@ def failed_requests_note(t: Trajectory) -> str:
 
 
 def tool_call_count(t: Trajectory, c: ToolCallCountConfig, name: str) -> GraderResult:
-    ids = span_ids_named(t.tool_names, t.tool_span_ids, name_filter(c.tools)) if c.tools else t.tool_span_ids
+    ids = span_ids_named(t, name_filter(c.tools)) if c.tools else t.tool_span_ids
     return _threshold(name, "tool-call-count", len(ids), c.max, " tool calls", evidence_spans=ids[c.max :])
 
 
