@@ -114,13 +114,15 @@ def test_fixture_rebuilds_to_the_framework_truth(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", FILES, ids=ids)
-def test_fixture_span_ids_and_tool_names_kept_beside_the_steps_are_the_steps_own(path: Path) -> None:
+def test_fixture_columns_kept_beside_the_steps_are_the_steps_own(path: Path) -> None:
     t = load(path)
     assert t.span_ids == tuple(s.span_id for s in t.steps)
     assert t.llm_span_ids == tuple(s.span_id for s in t.steps if s.kind == "llm_call")
     assert t.tool_span_ids == tuple(s.span_id for s in t.steps if s.kind == "tool_call")
     assert t.tool_names == tuple(s.tool.name if s.tool is not None else None for s in t.tool_steps)
     assert None not in t.tool_names and len(t.tool_names) == len(t.tool_span_ids)
+    assert t.failed_span_ids == tuple(s.span_id for s in t.steps if s.status == "error")
+    assert t.failed_llm_span_ids == tuple(s.span_id for s in t.llm_steps if s.status == "error")
 
 
 @pytest.mark.parametrize("path", [p for p in FILES if "tool_arguments" in truth_of(p)], ids=ids)

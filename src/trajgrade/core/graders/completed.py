@@ -23,7 +23,6 @@ and most runs recorded without content capture would otherwise never get a verdi
 from __future__ import annotations
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec
-from trajgrade.core.graders.steps import failed_span_ids
 from trajgrade.core.trajectory.model import Trajectory
 
 __all__ = ["SPECS", "error_event_spans"]
@@ -35,7 +34,7 @@ class CompletedConfig(GraderConfig):
 
 def error_event_spans(t: Trajectory) -> tuple[str, ...]:
     """Span ids of the run's error events: failed model calls, failed agent spans, a failed root."""
-    ids = list(failed_span_ids(t.llm_steps))
+    ids = list(t.failed_llm_span_ids)
     ids += [a.span_id for a in t.agents if a.failed]
     if t.summary.failed:
         ids.append(t.root_span_id)
@@ -50,7 +49,7 @@ def completed(t: Trajectory, c: CompletedConfig, name: str) -> GraderResult:
     if errors:
         problems.append(Evidence(f"{len(errors)} error event(s) in trajectory", errors))
     llm = t.llm_steps
-    turns = len(llm) - len(failed_span_ids(llm))
+    turns = len(llm) - len(t.failed_llm_span_ids)
     if not turns:
         what = f"none of the {len(llm)} model call(s) ended without error" if llm else "no model call"
         problems.append(Evidence(f"No turn_end events found ({what}) — session may have crashed mid-turn"))

@@ -18,7 +18,6 @@ __all__ = [
     "calls_named",
     "count_named",
     "each_name",
-    "failed_span_ids",
     "not_plainly_valid",
     "positions_named",
     "span_ids",
@@ -31,11 +30,12 @@ __all__ = [
 
 
 def tool_calls(t: Trajectory) -> list[Step]:
-    """The run's tool calls (its tool steps that carry a tool: every one of a built run, copied at once, told from
+    """The run's tool calls: its tool steps that carry a tool (every one of a built run's, copied at once, told from
     its ``tool_names`` without reading the steps)."""
     steps = t.tool_steps
-    if None in t.tool_names:
-        return [s for s in steps if s.tool is not None]
+    for name in t.tool_names:
+        if name is None:  # compiled: a comparison of pointers, where ``None in`` asks each name for its equality
+            return [s for s in steps if s.tool is not None]
     return list(steps)
 
 
@@ -184,10 +184,6 @@ def _all_valid(
 
 def span_ids(steps: Sequence[Step]) -> tuple[str, ...]:
     return tuple([s.span_id for s in steps])
-
-
-def failed_span_ids(steps: Sequence[Step]) -> tuple[str, ...]:
-    return tuple([s.span_id for s in steps if s.status == "error"])
 
 
 def span_ids_by_name(names: tuple[str | None, ...], span_ids: tuple[str, ...]) -> dict[str, list[str]]:

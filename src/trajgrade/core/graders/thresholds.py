@@ -27,7 +27,7 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator, model_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, linear_score, not_evaluable
-from trajgrade.core.graders.steps import failed_span_ids, span_ids_named
+from trajgrade.core.graders.steps import span_ids_named
 from trajgrade.core.graders.watch import (
     DURATION_MS,
     ERRORS,
@@ -169,8 +169,7 @@ def turn_count(t: Trajectory, c: MaxConfig, name: str) -> GraderResult:
 
 
 def error_count(t: Trajectory, c: MaxConfig, name: str) -> GraderResult:
-    failed = failed_span_ids(t.steps)
-    return _threshold(name, "error-count", t.summary.errors, c.max, " errors", evidence_spans=failed)
+    return _threshold(name, "error-count", t.summary.errors, c.max, " errors", evidence_spans=t.failed_span_ids)
 
 
 def wall_time(t: Trajectory, c: WallTimeConfig, name: str) -> GraderResult:

@@ -394,6 +394,9 @@ class Trajectory:
     tool_span_ids: tuple[str, ...] = field(init=False, repr=False, compare=False)
     #: The tool name of each of ``tool_steps`` (None for a step without a tool, which a built run does not have).
     tool_names: tuple[str | None, ...] = field(init=False, repr=False, compare=False)
+    #: The span ids of the steps that failed (status ERROR), and of the model calls among them.
+    failed_span_ids: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    failed_llm_span_ids: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __init__(
         self,
@@ -435,11 +438,18 @@ class Trajectory:
         llm_ids: list[str] = []
         tool_ids: list[str] = []
         names: list[str | None] = []
+        failed_ids: list[str] = []
+        failed_llm_ids: list[str] = []
         for s in steps:
             ids.append(s.span_id)
+            failed = s.status == "error"
+            if failed:
+                failed_ids.append(s.span_id)
             if s.kind == "llm_call":
                 llm.append(s)
                 llm_ids.append(s.span_id)
+                if failed:
+                    failed_llm_ids.append(s.span_id)
             elif s.kind == "tool_call":
                 tools.append(s)
                 tool_ids.append(s.span_id)
@@ -450,3 +460,5 @@ class Trajectory:
         self.llm_span_ids = tuple(llm_ids)
         self.tool_span_ids = tuple(tool_ids)
         self.tool_names = tuple(names)
+        self.failed_span_ids = tuple(failed_ids)
+        self.failed_llm_span_ids = tuple(failed_llm_ids)
