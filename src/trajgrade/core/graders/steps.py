@@ -141,15 +141,13 @@ def not_plainly_valid(
             out.append(i)
             continue
         validator = validators.get(name)
-        if validator is None:
+        if validator is None or name in valid:
             continue
         tool = calls[i].tool
         if tool is None:
             continue
         if not tool.arguments_captured:
             out.append(i)
-            continue
-        if name in valid:
             continue
         first = numbers[i]
         if first is not None and first < i:
@@ -164,22 +162,28 @@ def not_plainly_valid(
 def _all_valid(
     calls: Sequence[Step], names: tuple[str | None, ...], validators: dict[str, Any], numbers: list[int | None]
 ) -> set[str]:
-    """The tools whose calls' captured arguments (each text once) one check of them all finds valid."""
+    """The tools whose calls all had their arguments captured, and which one check of them all (each text once)
+    finds valid: their calls need no other look."""
     batches: dict[str, list[Any]] = {}
+    uncaptured: set[str] = set()
     for i in range(len(calls)):
         name = names[i]
         if name is None or name not in validators:
             continue
         tool = calls[i].tool
-        if tool is not None and tool.arguments_captured:
-            first = numbers[i]
-            if first is not None and first < i:
-                continue
-            batch = batches.get(name)
-            if batch is None:
-                batch = batches[name] = []
-            batch.append(tool.arguments)
-    return {name for name, batch in batches.items() if validators[name].all_valid(batch)}
+        if tool is None:
+            continue
+        if not tool.arguments_captured:
+            uncaptured.add(name)
+            continue
+        first = numbers[i]
+        if first is not None and first < i:
+            continue
+        batch = batches.get(name)
+        if batch is None:
+            batch = batches[name] = []
+        batch.append(tool.arguments)
+    return {name for name, batch in batches.items() if name not in uncaptured and validators[name].all_valid(batch)}
 
 
 def span_ids(steps: Sequence[Step]) -> tuple[str, ...]:
