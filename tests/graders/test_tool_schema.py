@@ -121,6 +121,15 @@ def test_not_evaluable_when_arguments_not_captured() -> None:
     assert r.status == "error" and "arguments not captured" in r.explanation
 
 
+def test_a_call_whose_arguments_were_not_captured_is_reported_beside_valid_calls_of_its_tool() -> None:
+    t = run(llm(), tool("get_weather", {"city": "Paris"}), tool("get_weather", {"city": "Rome"}), tool("get_weather"))
+    r = grade(f"schemas: {{get_weather: {WEATHER}}}".replace("'", '"'), t)
+    assert r.status == "error"
+    assert "arguments not captured for 1 call(s) with a schema" in r.explanation
+    assert t.tool_steps[2].span_id in r.explanation
+    assert r.details == {"checked": 2, "unchecked": 1}
+
+
 @pytest.mark.parametrize(
     ("options", "fragment"),
     [
