@@ -22,13 +22,12 @@ to the one a period before it. Arguments not captured: not evaluable (nothing to
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
-from trajgrade.core.graders.loop_search import LoopWatch, find_loops
+from trajgrade.core.graders.loop_search import LoopWatch, describe_loops, find_loops, repeated
 from trajgrade.core.graders.steps import any_arguments_captured, calls_named, tool_calls, tool_columns, tool_names
 from trajgrade.core.graders.steps import span_ids as span_ids_of
 from trajgrade.core.graders.watch import ON_TOOL_CALLS, Gate
@@ -76,54 +75,8 @@ def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
             evidence=(Evidence(text),),
             details={"loops": []},
         )
-    evidence: list[Evidence] = []
-    details: list[dict[str, Any]] = []
-    longest = 0
-    # A run's loops mostly repeat the same few tools, lengths and similarities: each such loop written once.
-    written: dict[_Loop, tuple[str, str, tuple[float, ...]]] = {}
-    for start, end, period, sims in loops:
-        repeats = (end - start) // period
-        longest = max(longest, repeats)
-        key = (names_of[start : start + period], repeats, period, sims)
-        described = written.get(key)
-        if described is None:
-            described = written[key] = _described(key[0], repeats, period, c.max_repeats, sims)
-        names, description, rounded = described
-        span_ids = ids_of[start:end]
-        evidence.append(Evidence(description, span_ids))
-        details.append(
-            {
-                "tools": names,
-                "period": period,
-                "repeats": repeats,
-                "span_ids": span_ids,  # the evidence's own tuple: tuples of strings and numbers are soon untracked
-                "similarities": rounded,
-            }
-        )
+    longest, evidence, details = describe_loops(loops, names_of, ids_of, c.max_repeats)
     return _loop_found(name, c, longest, evidence, details)
-
-
-#: A loop as its evidence describes it: the tool names of one period of its calls, its repeats, its period and the
-#: similarity of each call to the one a period before.
-_Loop = tuple[tuple[str | None, ...], int, int, tuple[float, ...]]
-
-
-def _repeated(one_period: Sequence[str | None], repeats: int, period: int, max_repeats: int) -> tuple[str, str]:
-    """A repetition's tools (``a -> b``, the tool names of one period of its calls) and what it did, in words."""
-    names = " -> ".join([name for name in one_period if name is not None])
-    return names, f"{names} repeated {repeats} times in a row (period {period}, max {max_repeats})"
-
-
-def _described(
-    one_period: Sequence[str | None], repeats: int, period: int, max_repeats: int, sims: tuple[float, ...]
-) -> tuple[str, str, tuple[float, ...]]:
-    """A loop's tools, its evidence's description, with its similarities shown (two decimals), and its similarities
-    rounded (four)."""
-    names, text = _repeated(one_period, repeats, period, max_repeats)
-    distinct = set(sims)
-    shown, rounded = {s: f"{s:.2f}" for s in distinct}, {s: round(s, 4) for s in distinct}
-    listed = ", ".join([shown[s] for s in sims])
-    return names, f"{text}; similarity to the call a period before: [{listed}]", tuple([rounded[s] for s in sims])
 
 
 def _loop_found(
@@ -148,7 +101,7 @@ def watch_loop(c: LoopConfig, name: str) -> Gate:
     is similar to none."""
 
     def found(repeats: int, period: int, block: list[Step]) -> GraderResult:
-        names, text = _repeated(tool_names(block[:period]), repeats, period, c.max_repeats)
+        names, text = repeated(tool_names(block[:period]), repeats, period, c.max_repeats)
         span_ids = span_ids_of(block)
         details = {"tools": names, "period": period, "repeats": repeats, "span_ids": span_ids}
         return _loop_found(name, c, repeats, [Evidence(text, span_ids)], [details])

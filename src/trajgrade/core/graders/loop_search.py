@@ -1,9 +1,9 @@
 """How the ``loop`` grader finds repetitions: arguments flattened to leaves, their similarity, the search for
-blocks of calls repeated back to back, and the same followed call by call in flight (the rules are in
-``loop.py``'s docstring).
+blocks of calls repeated back to back, the words its evidence gives them, and the same followed call by call in
+flight (the rules are in ``loop.py``'s docstring).
 
 This module has no pydantic model and no config: it is compiled with mypyc at install (``setup.py``), as
-it runs on every tool call of every run.
+it runs on every tool call of every run, and a long run of loops has thousands to write.
 """
 
 from __future__ import annotations
@@ -11,16 +11,16 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from trajgrade.core.graders.base import GraderResult
+from trajgrade.core.graders.base import Evidence, GraderResult
 from trajgrade.core.graders.steps import call_names
 from trajgrade.core.graders.watch import Repetitions, RunSoFar
 from trajgrade.core.trajectory.call_texts import CallTexts
 from trajgrade.core.trajectory.model import Step
 
-__all__ = ["LoopWatch", "Seen", "find_loops", "flatten", "result_key", "similarity"]
+__all__ = ["LoopWatch", "Seen", "describe_loops", "find_loops", "flatten", "repeated", "result_key", "similarity"]
 
 _MAX_LEAVES: Final = 256
 
@@ -381,6 +381,66 @@ def find_loops(
         starts.insert(at, f[0])
         ends.insert(at, f[1])
     return kept
+
+
+#: A loop as its evidence describes it: the tool names of one period of its calls, its repeats, its period and the
+#: similarity of each call to the one a period before.
+_Loop = tuple[tuple[str | None, ...], int, int, tuple[float, ...]]
+
+
+def describe_loops(
+    loops: list[tuple[int, int, int, tuple[float, ...]]],
+    names: tuple[str | None, ...],
+    span_ids: tuple[str, ...],
+    max_repeats: int,
+) -> tuple[int, list[Evidence], list[dict[str, Any]]]:
+    """The longest repetition among ``loops`` (``find_loops``), and each loop's evidence and details, its calls'
+    tool ``names`` and ``span_ids`` beside them (``steps.tool_columns``). A run's loops mostly repeat the same few
+    tools, lengths and similarities: each such loop is described once."""
+    evidence: list[Evidence] = []
+    details: list[dict[str, Any]] = []
+    longest = 0
+    written: dict[_Loop, tuple[str, str, tuple[float, ...]]] = {}
+    for start, end, period, sims in loops:
+        repeats = (end - start) // period
+        if repeats > longest:
+            longest = repeats
+        key = (names[start : start + period], repeats, period, sims)
+        described = written.get(key)
+        if described is None:
+            described = written[key] = _described(key[0], repeats, period, max_repeats, sims)
+        tools, description, rounded = described
+        ids = span_ids[start:end]
+        evidence.append(Evidence(description, ids))
+        details.append(
+            {
+                "tools": tools,
+                "period": period,
+                "repeats": repeats,
+                "span_ids": ids,  # the evidence's own tuple: tuples of strings and numbers are soon untracked
+                "similarities": rounded,
+            }
+        )
+    return longest, evidence, details
+
+
+def repeated(one_period: Sequence[str | None], repeats: int, period: int, max_repeats: int) -> tuple[str, str]:
+    """A repetition's tools (``a -> b``, the tool names of one period of its calls) and what it did, in words."""
+    tools = " -> ".join([name for name in one_period if name is not None])
+    return tools, f"{tools} repeated {repeats} times in a row (period {period}, max {max_repeats})"
+
+
+def _described(
+    one_period: Sequence[str | None], repeats: int, period: int, max_repeats: int, sims: tuple[float, ...]
+) -> tuple[str, str, tuple[float, ...]]:
+    """A loop's tools, its evidence's description, with its similarities shown (two decimals), and its similarities
+    rounded (four)."""
+    tools, text = repeated(one_period, repeats, period, max_repeats)
+    distinct = set(sims)
+    shown = {s: f"{s:.2f}" for s in distinct}
+    rounded = {s: round(s, 4) for s in distinct}
+    listed = ", ".join([shown[s] for s in sims])
+    return tools, f"{text}; similarity to the call a period before: [{listed}]", tuple([rounded[s] for s in sims])
 
 
 def _is_shorter_cycle(calls: list[Step], start: int, period: int) -> bool:
