@@ -28,10 +28,10 @@ from pydantic import Field, field_validator
 
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
 from trajgrade.core.graders.loop_search import LoopWatch, describe_loops, find_loops, repeated
-from trajgrade.core.graders.steps import any_arguments_captured, calls_named, tool_calls, tool_columns, tool_names
+from trajgrade.core.graders.steps import any_arguments_captured, calls_named, tool_columns, tool_names
 from trajgrade.core.graders.steps import span_ids as span_ids_of
 from trajgrade.core.graders.watch import ON_TOOL_CALLS, Gate
-from trajgrade.core.patterns import check_pattern, name_filter
+from trajgrade.core.patterns import check_pattern
 from trajgrade.core.running import grading_fact
 from trajgrade.core.trajectory.call_texts import call_texts
 from trajgrade.core.trajectory.model import Step, Trajectory
@@ -54,7 +54,7 @@ class LoopConfig(GraderConfig):
 
 
 def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:
-    calls = calls_named(t, name_filter(c.tools)) if c.tools else tool_calls(t)
+    calls = calls_named(t, c.tools)
     if calls and not any_arguments_captured(calls):
         return not_evaluable(
             name, "loop", "tool arguments were not captured (enable content capture)", limit=c.max_repeats

@@ -43,9 +43,9 @@ from trajgrade.core.graders.repetition import (
     same_call,
     unknown_count,
 )
-from trajgrade.core.graders.steps import calls_named, span_ids, tool_calls, tool_columns
+from trajgrade.core.graders.steps import calls_named, span_ids, tool_columns
 from trajgrade.core.graders.watch import ON_TOOL_CALLS, Gate, Repetitions, RunSoFar
-from trajgrade.core.patterns import check_pattern, name_filter
+from trajgrade.core.patterns import check_pattern
 from trajgrade.core.running import grading_fact, grading_facts
 from trajgrade.core.trajectory.call_texts import call_texts
 from trajgrade.core.trajectory.model import Step, Trajectory
@@ -93,7 +93,7 @@ def _of_run(t: Trajectory, c: MaxRepeatConfig | LoopOutcomeConfig) -> tuple[int,
     key = ("repeats", c.tools, c.match)
     kept: tuple[list[Step], list[tuple[int, int, int]], int] | None = facts.get(key) if facts is not None else None
     if kept is None or len(kept[1]) <= c.max_cycle_period:
-        calls = calls_named(t, name_filter(c.tools)) if c.tools else tool_calls(t)
+        calls = calls_named(t, c.tools)
         names, _ = tool_columns(t, calls)
         longest = longest_repetitions(calls, c.match, c.max_cycle_period, grading_fact(t, call_texts), names)
         kept = calls, longest, unknown_count(calls, c.match)

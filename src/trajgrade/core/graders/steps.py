@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
+from trajgrade.core.patterns import name_filter
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = [
@@ -58,16 +59,21 @@ def tool_names(calls: Sequence[Step]) -> list[str]:
     return [s.tool.name for s in calls if s.tool is not None]
 
 
-def calls_named(t: Trajectory, keep: Callable[[str], bool]) -> list[Step]:
-    """The run's tool calls whose tool name ``keep`` accepts (``positions_named``)."""
+def calls_named(t: Trajectory, tools: Sequence[str] | None) -> list[Step]:
+    """The run's tool calls of the tools a grader's ``tools`` option names (regexes, ``patterns.name_filter``; all of
+    them without it: ``tool_calls``)."""
+    if not tools:
+        return tool_calls(t)
     steps = t.tool_steps
-    return [steps[i] for i in positions_named(t, keep)]
+    return [steps[i] for i in positions_named(t, name_filter(tools))]
 
 
-def span_ids_named(t: Trajectory, keep: Callable[[str], bool]) -> tuple[str, ...]:
-    """The span ids of the run's tool calls whose tool name ``keep`` accepts (``positions_named``)."""
+def span_ids_named(t: Trajectory, tools: Sequence[str] | None) -> tuple[str, ...]:
+    """The span ids of the run's tool calls of the tools ``tools`` names (all its tool steps' without it)."""
+    if not tools:
+        return t.tool_span_ids
     ids = t.tool_span_ids
-    return tuple([ids[i] for i in positions_named(t, keep)])
+    return tuple([ids[i] for i in positions_named(t, name_filter(tools))])
 
 
 def positions_named(t: Trajectory, keep: Callable[[str], bool]) -> list[int]:

@@ -39,7 +39,7 @@ from trajgrade.core.graders.watch import (
     Gate,
     RunSoFar,
 )
-from trajgrade.core.patterns import check_pattern, name_filter
+from trajgrade.core.patterns import check_pattern
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS", "parse_duration"]
@@ -159,7 +159,7 @@ def failed_requests_note(t: Trajectory) -> str:
 
 
 def tool_call_count(t: Trajectory, c: ToolCallCountConfig, name: str) -> GraderResult:
-    ids = span_ids_named(t, name_filter(c.tools)) if c.tools else t.tool_span_ids
+    ids = span_ids_named(t, c.tools)
     return _threshold(name, "tool-call-count", len(ids), c.max, " tool calls", evidence_spans=ids[c.max :])
 
 
