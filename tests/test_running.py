@@ -17,7 +17,7 @@ from trajgrade.core.config import Config, Grader, Match, Scoring, Suite
 from trajgrade.core.graders import composite as composite_module
 from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, Status
 from trajgrade.core.graders.catalogue import lookup
-from trajgrade.core.graders.composite import CompositeConfig
+from trajgrade.core.graders.options import CompositeConfig
 from trajgrade.core.patterns import PatternTimeout
 from trajgrade.core.running import aggregate, grade_run, run_grader
 from trajgrade.core.trajectory import Trajectory

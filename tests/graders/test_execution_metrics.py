@@ -9,7 +9,7 @@ from factories import llm, run, tool
 
 from trajgrade import ConfigError, grade_run, parse_config
 from trajgrade.core.graders.base import GraderResult
-from trajgrade.core.graders.execution_metrics import DEFAULT_EXPLORATION_TOOLS
+from trajgrade.core.graders.options import DEFAULT_EXPLORATION_TOOLS
 from trajgrade.core.running import run_grader
 from trajgrade.core.trajectory import Trajectory
 

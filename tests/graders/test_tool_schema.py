@@ -15,7 +15,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from trajgrade import ConfigError, grade_run, parse_config
-from trajgrade.core.graders.tool_schema import _canonical, _problem
+from trajgrade.core.graders.json_schemas import canonical_json, schema_problem
 
 WEATHER = {
     "type": "object",
@@ -228,7 +228,7 @@ def test_a_schema_is_valid_exactly_when_jsonschema_says_so(schema: dict[str, obj
         expected = None
     except SchemaError as e:
         expected = e.message
-    assert _problem(schema, _canonical(schema)) == expected
+    assert schema_problem(schema, canonical_json(schema)) == expected
 
 
 @pytest.mark.parametrize(
@@ -246,4 +246,4 @@ def test_what_jsonschema_rs_would_decide_otherwise_is_left_to_jsonschema(schema:
     assert jsonschema_rs.meta.is_valid(schema)  # its answer alone
     with pytest.raises(SchemaError) as e:
         Draft202012Validator.check_schema(schema)
-    assert _problem(schema, _canonical(schema)) == e.value.message
+    assert schema_problem(schema, canonical_json(schema)) == e.value.message

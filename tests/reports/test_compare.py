@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from trajgrade import ConfigError, parse_config
 from trajgrade.core.compare import _call_texts, _opcodes, compare, tool_call_text
-from trajgrade.core.graders.baseline import BaselineConfig, against
+from trajgrade.core.graders.baseline import against
+from trajgrade.core.graders.options import BaselineConfig
 from trajgrade.core.runfiles import FileRun, read_runs
 from trajgrade.core.running import grade_run
 from trajgrade.core.trajectory.content import _arguments

@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from trajgrade.core.config import Config, Grader, Match, Scoring, Suite
 from trajgrade.core.graders.base import GraderSpec
 from trajgrade.core.graders.catalogue import CATALOGUE, lookup
-from trajgrade.core.graders.thresholds import parse_duration
+from trajgrade.core.graders.options import parse_duration
 from trajgrade.core.patterns import check_pattern
 from trajgrade.core.trajectory.cost import Price
 from trajgrade.exceptions import ConfigError

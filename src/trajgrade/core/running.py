@@ -62,24 +62,35 @@ class RunReport:
 _Done = dict[tuple[str, int] | str, list[tuple[GraderSpec, GraderConfig, GraderResult]]]
 
 
-class _Running(threading.local):
-    """The time limit of the grader running on this thread, for the children it runs (a composite's); the run
-    ``grade_run`` is grading on this thread, the graders run on it so far, and the facts they share."""
+class _Running:
+    """The time limit of the grader running on a thread, for the children it runs (a composite's); the run
+    ``grade_run`` is grading on that thread, the graders run on it so far, and the facts they share."""
 
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    trajectory: Trajectory | None = None
-    done: _Done | None = None
-    facts: dict[Hashable, Any] | None = None
+    def __init__(self) -> None:
+        self.timeout_s: float = DEFAULT_TIMEOUT_S
+        self.trajectory: Trajectory | None = None
+        self.done: _Done | None = None
+        self.facts: dict[Hashable, Any] | None = None
 
 
-_running = _Running()
+_threads = threading.local()
+
+
+def _state() -> _Running:
+    """This thread's ``_Running`` (a plain class kept in a ``threading.local``, which a compiled class cannot
+    extend)."""
+    try:
+        return cast(_Running, _threads.running)
+    except AttributeError:
+        running = _threads.running = _Running()
+        return running
 
 
 def grading_facts(trajectory: Trajectory) -> dict[Hashable, Any] | None:
     """The facts of ``trajectory`` that the graders of its grading share, by key, while ``grade_run`` grades it on
     this thread (None otherwise): a grader that makes one keeps it there for the next that needs it. A fact is
     read-only once kept."""
-    running = _running
+    running = _state()
     return running.facts if running.trajectory is trajectory else None
 
 
@@ -105,7 +116,7 @@ def run_grader(grader: Grader, trajectory: Trajectory, timeout_s: float = DEFAUL
     regexes) stops itself within the grader's budget (``trajgrade.core.patterns.budget``), and the budget is checked
     again when it returns.
     """
-    running = _running
+    running = _state()
     done = running.done if running.trajectory is trajectory else None
     if done is None:
         return _run(grader, trajectory, timeout_s)
@@ -128,7 +139,7 @@ def _run_once(grader: Grader, trajectory: Trajectory, timeout_s: float, done: _D
 
 
 def _run(grader: Grader, trajectory: Trajectory, timeout_s: float) -> GraderResult:
-    running = _running
+    running = _state()
     outer = running.timeout_s
     if outer != timeout_s:
         running.timeout_s = timeout_s
@@ -153,7 +164,7 @@ def _run(grader: Grader, trajectory: Trajectory, timeout_s: float) -> GraderResu
 
 def run_children(graders: Sequence[Grader], trajectory: Trajectory) -> list[GraderResult]:
     """The graders a grader runs (a composite's children), each with the time limit of the grader running them."""
-    timeout_s = _running.timeout_s
+    timeout_s = _state().timeout_s
     return [run_grader(g, trajectory, timeout_s) for g in graders]
 
 
@@ -202,7 +213,7 @@ def grade_run(config: Config, trajectory: Trajectory) -> RunReport:
     suite = config.suite_for(trajectory)
     if suite is None:
         return RunReport(trajectory=trajectory, suite=None, results=(), passed=True, score=1.0)
-    running = _running
+    running = _state()
     outer = running.trajectory, running.done, running.facts, running.timeout_s
     done: _Done = {}
     timeout_s = running.timeout_s = suite.scoring.timeout

@@ -180,7 +180,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
         from trajgrade.core.compare import match_runs
         from trajgrade.core.config_loading import load_config
-        from trajgrade.core.graders.baseline import BaselineConfig, against
+        from trajgrade.core.graders.baseline import against
+        from trajgrade.core.graders.options import BaselineConfig
         from trajgrade.core.running import RunReport, grade_run
 
         try:
@@ -296,7 +297,7 @@ def cmd_graders(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from trajgrade.core.config_loading import load_config
-    from trajgrade.core.graders.thresholds import parse_duration
+    from trajgrade.core.graders.options import parse_duration
 
     try:
         from trajgrade.doors.sidecar.receivers import Limits

@@ -24,6 +24,7 @@ __all__ = [
     "GraderConfig",
     "GraderResult",
     "GraderSpec",
+    "Number",
     "Status",
     "Taxonomy",
     "evidence_span_ids",
@@ -32,6 +33,9 @@ __all__ = [
 ]
 
 Status = Literal["pass", "fail", "error"]
+#: A count or a measure, kept as it came: an int stays an int in a result (compiled code makes a float of an int
+#: that a ``float`` annotation receives).
+Number = int | float
 
 
 @dataclass(slots=True)

@@ -11,44 +11,19 @@ A run with no baseline of its key is not evaluable, named.
 from __future__ import annotations
 
 from itertools import chain, repeat
-from typing import Any, Literal
-
-from pydantic import PrivateAttr, model_validator
+from typing import TYPE_CHECKING, Any
 
 from trajgrade.core.compare import METRICS, Edit, compare, run_key
-from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, Taxonomy, not_evaluable
-from trajgrade.core.runfiles import FileRun, read_runs
+from trajgrade.core.graders.base import Evidence, GraderResult, GraderSpec, Taxonomy, not_evaluable
+from trajgrade.core.graders.options import BaselineConfig
 from trajgrade.core.running import grading_fact
 from trajgrade.core.trajectory.call_texts import call_texts
 from trajgrade.core.trajectory.model import Trajectory
 
-__all__ = ["SPECS", "BaselineConfig", "against"]
+if TYPE_CHECKING:
+    from trajgrade.core.runfiles import FileRun
 
-Metric = Literal["llm_calls", "tool_calls", "total_tokens", "cost_usd", "duration_ms"]
-
-
-class BaselineConfig(GraderConfig):
-    path: str
-    key: str = "agent"
-    max_tool_edits: int | None = 0
-    max_increase: dict[Metric, float] = {}
-    _runs: list[FileRun] = PrivateAttr(default_factory=list)
-
-    @model_validator(mode="after")
-    def _load(self) -> BaselineConfig:
-        if self.key not in ("agent", "root") and not self.key.startswith("attribute:"):
-            raise ValueError(f"key: {self.key!r}: use agent, root or attribute:NAME")
-        runs, problems = read_runs([self.path])
-        if problems:
-            raise ValueError(f"path: {problems[0]}")
-        if not runs:
-            raise ValueError(f"path: no run in {self.path}")
-        self._runs = runs
-        return self
-
-    @property
-    def runs(self) -> list[FileRun]:
-        return self._runs
+__all__ = ["SPECS", "against"]
 
 
 def _percent(x: float) -> str:
@@ -74,7 +49,7 @@ def _words(sign: str, calls: tuple[str, ...], out: list[str]) -> None:
 
 
 def baseline(t: Trajectory, c: BaselineConfig, name: str) -> GraderResult:
-    key = run_key(t, c.key)
+    key: str | None = run_key(t, c.key)
     if key is None:
         return not_evaluable(name, "baseline", f"no baseline run with {c.key} {key!r} in {c.path} (the run has none)")
     golden = next((r for r in c.runs if run_key(r.trajectory, c.key, r.path) == key), None)

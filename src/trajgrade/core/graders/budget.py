@@ -14,12 +14,9 @@ sum over the limit fails, a sum within it is not evaluable.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
-
-from pydantic import Field, field_validator, model_validator
-
-from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, linear_score, not_evaluable
-from trajgrade.core.graders.thresholds import failed_requests_note, parse_duration
+from trajgrade.core.graders.base import Evidence, GraderResult, GraderSpec, Number, linear_score, not_evaluable
+from trajgrade.core.graders.options import BudgetConfig, parse_duration
+from trajgrade.core.graders.thresholds import failed_requests_note
 from trajgrade.core.graders.watch import (
     DURATION_MS,
     INPUT_TOKENS,
@@ -35,7 +32,6 @@ from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS"]
 
-Limit = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 _TOKEN_LIMITS = (
     ("max_input_tokens", "input tokens", "input_tokens"),
     ("max_output_tokens", "output tokens", "output_tokens"),
@@ -44,49 +40,11 @@ _TOKEN_LIMITS = (
 )
 
 
-class BudgetConfig(GraderConfig):
-    max_input_tokens: Limit | None = None
-    max_output_tokens: Limit | None = None
-    max_tokens: Limit | None = None
-    #: Reasoning tokens (``gen_ai.usage.reasoning.output_tokens``), part of the output tokens.
-    max_reasoning_tokens: Limit | None = None
-    max_tool_calls: Limit | None = None
-    max_llm_calls: Limit | None = None
-    max_duration_ms: Limit | None = None
-    max_duration: str | None = None
-    on_missing: Literal["error", "fail"] = "error"
-
-    @field_validator("max_duration")
-    @classmethod
-    def _duration(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_duration(value)
-        return value
-
-    @model_validator(mode="after")
-    def _some_limit(self) -> BudgetConfig:
-        limits = (
-            self.max_input_tokens,
-            self.max_output_tokens,
-            self.max_tokens,
-            self.max_reasoning_tokens,
-            self.max_tool_calls,
-            self.max_llm_calls,
-            self.max_duration_ms,
-            self.max_duration,
-        )
-        if all(v is None for v in limits):
-            raise ValueError("budget needs at least one limit (max_tokens, max_tool_calls, max_duration_ms, ...)")
-        if self.max_duration is not None and self.max_duration_ms is not None:
-            raise ValueError("give max_duration or max_duration_ms, not both")
-        return self
-
-
-def _fmt(n: float) -> str:
+def _fmt(n: Number) -> str:
     return str(int(n)) if float(n).is_integer() else f"{n:.1f}"
 
 
-def _check(what: str, used: float, limit: float, span_ids: tuple[str, ...] = ()) -> tuple[Evidence, float, bool]:
+def _check(what: str, used: Number, limit: Number, span_ids: tuple[str, ...] = ()) -> tuple[Evidence, float, bool]:
     pct = f"{used / limit * 100:.0f}%" if limit else ("0%" if used == 0 else "over")
     over = used > limit
     text = f"used {_fmt(used)}/{_fmt(limit)} {what} = {pct}" + (" (over the limit)" if over else "")
@@ -101,10 +59,10 @@ def budget(t: Trajectory, c: BudgetConfig, name: str) -> GraderResult:
     scores: list[float] = []
     missing: list[str] = []
     exceeded = 0
-    values: dict[str, float | None] = {}
-    limits: dict[str, float] = {}
+    values: dict[str, Number | None] = {}
+    limits: dict[str, Number] = {}
 
-    def add(key: str, what: str, used: float, limit: float, span_ids: tuple[str, ...] = ()) -> None:
+    def add(key: str, what: str, used: Number, limit: Number, span_ids: tuple[str, ...] = ()) -> None:
         nonlocal exceeded
         ev, score, over = _check(what, used, limit, span_ids)
         evidence.append(ev)
@@ -176,7 +134,7 @@ def watch_budget(c: BudgetConfig, name: str) -> Gate:
     duration_limit = parse_duration(c.max_duration) * 1000 if c.max_duration else c.max_duration_ms
 
     def check(run: RunSoFar, step: Step | None, _: None) -> GraderResult | None:
-        used: list[tuple[str, str, float, float]] = []
+        used: list[tuple[str, str, Number, Number]] = []
         if run.usage_known:
             for key, what, attr in _TOKEN_LIMITS:
                 limit = getattr(c, key)

@@ -22,14 +22,11 @@ and most runs recorded without content capture would otherwise never get a verdi
 
 from __future__ import annotations
 
-from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec
+from trajgrade.core.graders.base import Evidence, GraderResult, GraderSpec
+from trajgrade.core.graders.options import CompletedConfig
 from trajgrade.core.trajectory.model import Trajectory
 
 __all__ = ["SPECS", "error_event_spans"]
-
-
-class CompletedConfig(GraderConfig):
-    pass
 
 
 def error_event_spans(t: Trajectory) -> tuple[str, ...]:

@@ -19,65 +19,21 @@ weighted average is the suite's own ``running.aggregate``.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
-
-from pydantic import Field, InstanceOf, field_validator, model_validator
-
-from trajgrade.core.config import Grader, Scoring
+from trajgrade.core.config import Scoring
 from trajgrade.core.graders.base import (
     Evidence,
-    GraderConfig,
     GraderResult,
     GraderSpec,
     evidence_span_ids,
     not_evaluable,
 )
+from trajgrade.core.graders.options import CompositeConfig
 from trajgrade.core.running import aggregate, run_children, score_of
 from trajgrade.core.trajectory.model import Trajectory
 
 __all__ = ["SPECS"]
 
 _GATE = 0.6
-Score = Annotated[float, Field(ge=0, le=1)]
-
-
-class Aggregator(GraderConfig):
-    type: Literal["weighted_average", "minimum", "maximum", "all_or_nothing", "safety_gate"] = "weighted_average"
-    weights: dict[str, Annotated[float, Field(ge=0, allow_inf_nan=False)]] | None = None
-    threshold: Score | None = None
-    required: tuple[str, ...] | None = None
-
-    @model_validator(mode="after")
-    def _fields(self) -> Aggregator:
-        if self.type == "safety_gate" and not self.required:
-            raise ValueError("safety_gate needs required: the names of the children that must pass")
-        if self.type != "safety_gate" and self.required is not None:
-            raise ValueError(f"required is for the safety_gate aggregator, not {self.type}")
-        if self.weights is not None and self.type not in ("weighted_average", "safety_gate"):
-            raise ValueError(f"weights is for weighted_average and safety_gate, not {self.type}")
-        return self
-
-
-class CompositeConfig(GraderConfig):
-    children_field: ClassVar[str] = "evaluators"
-
-    evaluators: tuple[InstanceOf[Grader], ...]  # built by the loader from the children's entries
-    aggregator: Aggregator = Aggregator.model_construct()  # the defaults, without building the validator at import
-    threshold: Score = 0.8
-
-    @field_validator("aggregator", mode="before")
-    @classmethod
-    def _aggregator(cls, value: Any) -> Any:
-        return {"type": value} if isinstance(value, str) else value
-
-    @model_validator(mode="after")
-    def _names(self) -> CompositeConfig:
-        names = {g.name for g in self.evaluators}
-        for field, listed in (("weights", self.aggregator.weights or {}), ("required", self.aggregator.required or ())):
-            for child in listed:
-                if child not in names:
-                    raise ValueError(f"aggregator.{field}: no child named {child!r} (children: {sorted(names)})")
-        return self
 
 
 def composite(t: Trajectory, c: CompositeConfig, name: str) -> GraderResult:

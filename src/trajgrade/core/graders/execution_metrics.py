@@ -24,11 +24,10 @@ score 1 when every check is a hit, else 0. Details hold ``hits``, ``misses`` and
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, NamedTuple
+from typing import NamedTuple
 
-from pydantic import AliasChoices, Field, model_validator
-
-from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec
+from trajgrade.core.graders.base import Evidence, GraderResult, GraderSpec
+from trajgrade.core.graders.options import CostConfig, ExecutionMetricsConfig, LatencyConfig, TokenUsageConfig
 from trajgrade.core.graders.steps import count_named, tool_calls
 from trajgrade.core.graders.watch import (
     COST_USD,
@@ -42,11 +41,7 @@ from trajgrade.core.graders.watch import (
 )
 from trajgrade.core.trajectory.model import Step, Trajectory
 
-__all__ = ["DEFAULT_EXPLORATION_TOOLS", "SPECS"]
-
-DEFAULT_EXPLORATION_TOOLS = ("read", "grep", "glob", "search", "list", "Read", "Grep", "Glob", "WebSearch", "WebFetch")
-
-Limit = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+__all__ = ["SPECS"]
 
 
 class _Check(NamedTuple):
@@ -70,28 +65,6 @@ def _max_check(label: str, value: float | None, limit: float, unit: str = "", mo
     if value <= limit:
         return _Check(True, f"{label} ({show(value)}) within limit ({show(limit)})")
     return _Check(False, f"{label} ({show(value)}) exceeds limit ({show(limit)})")
-
-
-class ExecutionMetricsConfig(GraderConfig):
-    max_tool_calls: Limit | None = None
-    max_llm_calls: Limit | None = None
-    max_tokens: Limit | None = None
-    max_input_tokens: Limit | None = None
-    max_output_tokens: Limit | None = None
-    max_cost_usd: Limit | None = None
-    max_duration_ms: Limit | None = None
-    target_exploration_ratio: Annotated[float, Field(ge=0, le=1)] | None = None
-    exploration_tolerance: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.2
-    exploration_tools: tuple[str, ...] = DEFAULT_EXPLORATION_TOOLS
-    scoring: Literal["proportional", "all_or_nothing"] = "proportional"
-    min_score: Annotated[float, Field(ge=0, le=1)] = 0.8
-
-    @model_validator(mode="after")
-    def _at_least_one(self) -> ExecutionMetricsConfig:
-        thresholds = [f for f in type(self).model_fields if f.startswith("max_") or f == "target_exploration_ratio"]
-        if all(getattr(self, f) is None for f in thresholds):
-            raise ValueError(f"give at least one threshold: {', '.join(thresholds)}")
-        return self
 
 
 def _checks(t: Trajectory, c: ExecutionMetricsConfig, ratio: float | None) -> list[_Check]:
@@ -166,26 +139,6 @@ def execution_metrics(t: Trajectory, c: ExecutionMetricsConfig, name: str) -> Gr
             "exploration_ratio": ratio,
         },
     )
-
-
-class LatencyConfig(GraderConfig):
-    max_ms: Limit = Field(validation_alias=AliasChoices("max_ms", "threshold"))
-
-
-class CostConfig(GraderConfig):
-    max_usd: Limit = Field(validation_alias=AliasChoices("max_usd", "budget"))
-
-
-class TokenUsageConfig(GraderConfig):
-    max_total_tokens: Limit | None = Field(None, validation_alias=AliasChoices("max_total_tokens", "max_total"))
-    max_input_tokens: Limit | None = Field(None, validation_alias=AliasChoices("max_input_tokens", "max_input"))
-    max_output_tokens: Limit | None = Field(None, validation_alias=AliasChoices("max_output_tokens", "max_output"))
-
-    @model_validator(mode="after")
-    def _at_least_one(self) -> TokenUsageConfig:
-        if self.max_total_tokens is None and self.max_input_tokens is None and self.max_output_tokens is None:
-            raise ValueError("give at least one of max_total_tokens, max_input_tokens, max_output_tokens")
-        return self
 
 
 def _single(

@@ -9,16 +9,11 @@ score and of a composite's aggregate: a member without a verdict neither helps n
 
 from __future__ import annotations
 
-from pydantic import ConfigDict
-
-from trajgrade.core.graders.base import GraderConfig, GraderResult, GraderSpec, Taxonomy
+from trajgrade.core.graders.base import GraderResult, GraderSpec, Taxonomy
+from trajgrade.core.graders.options import JudgeConfig
 from trajgrade.core.trajectory.model import Trajectory
 
 __all__ = ["SPECS"]
-
-
-class JudgeConfig(GraderConfig):
-    model_config = ConfigDict(extra="allow", frozen=True)
 
 
 def judge(t: Trajectory, c: JudgeConfig, name: str) -> GraderResult:

@@ -22,35 +22,19 @@ to the one a period before it. Arguments not captured: not evaluable (nothing to
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import Field, field_validator
-
-from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
+from trajgrade.core.graders.base import Evidence, GraderResult, GraderSpec, not_evaluable
 from trajgrade.core.graders.loop_search import LoopWatch, describe_loops, find_loops, repeated
+from trajgrade.core.graders.options import LoopConfig
 from trajgrade.core.graders.steps import any_arguments_captured, calls_named, tool_columns, tool_names
 from trajgrade.core.graders.steps import span_ids as span_ids_of
 from trajgrade.core.graders.watch import ON_TOOL_CALLS, Gate
-from trajgrade.core.patterns import check_pattern
 from trajgrade.core.running import grading_fact
 from trajgrade.core.trajectory.call_texts import call_texts
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS"]
-
-
-class LoopConfig(GraderConfig):
-    max_repeats: Annotated[int, Field(ge=1, strict=True)] = 3
-    similarity_threshold: Annotated[float, Field(gt=0, le=1)] = 0.9
-    tools: tuple[str, ...] | None = None
-    max_cycle_period: Annotated[int, Field(ge=1, le=10, strict=True)] = 3
-
-    @field_validator("tools")
-    @classmethod
-    def _regexes(cls, tools: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        for pattern in tools or ():
-            check_pattern(pattern)
-        return tools
 
 
 def loop(t: Trajectory, c: LoopConfig, name: str) -> GraderResult:

@@ -31,11 +31,9 @@ repetitions found without them already decide the verdict it stands, else the ru
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
-
-from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
+from trajgrade.core.graders.base import Evidence, GraderResult, GraderSpec, not_evaluable
+from trajgrade.core.graders.options import LoopOutcomeConfig, MaxRepeatConfig, RepeatMatch
 from trajgrade.core.graders.repetition import (
     json_equal,
     longest_repetition,
@@ -45,41 +43,11 @@ from trajgrade.core.graders.repetition import (
 )
 from trajgrade.core.graders.steps import calls_named, span_ids, tool_columns
 from trajgrade.core.graders.watch import ON_TOOL_CALLS, Gate, Repetitions, RunSoFar
-from trajgrade.core.patterns import check_pattern
 from trajgrade.core.running import grading_fact, grading_facts
 from trajgrade.core.trajectory.call_texts import call_texts
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS", "json_equal", "longest_repetition"]
-
-Match = Literal["observation", "name", "name-args"]
-
-
-class _RepeatConfig(GraderConfig):
-    tools: tuple[str, ...] | None = None
-    max_cycle_period: Annotated[int, Field(ge=1, le=10, strict=True)] = 1
-
-    @field_validator("tools")
-    @classmethod
-    def _regexes(cls, tools: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        if tools is not None and not tools:
-            raise ValueError("tools must list at least one regex (omit it to watch every tool)")
-        for pattern in tools or ():
-            if not pattern:
-                raise ValueError("an empty regex matches every tool; omit tools instead")
-            check_pattern(pattern)
-        return tools
-
-
-class MaxRepeatConfig(_RepeatConfig):
-    max: Annotated[int, Field(ge=1, strict=True)]
-    match: Match = "observation"
-
-
-class LoopOutcomeConfig(_RepeatConfig):
-    should_loop: bool = False
-    max_acceptable_retries: Annotated[int, Field(ge=0, strict=True)]
-    match: Match = "name-args"
 
 
 def _of_run(t: Trajectory, c: MaxRepeatConfig | LoopOutcomeConfig) -> tuple[int, int, list[Step], int]:
@@ -112,7 +80,7 @@ def _describe(occurrences: int, period: int, steps: list[Step]) -> str:
     return f"{what} once" if occurrences == 1 else f"{what} {occurrences} times in a row"
 
 
-def _missing(match: Match, unknown: int) -> str:
+def _missing(match: RepeatMatch, unknown: int) -> str:
     data = "results" if match == "observation" else "arguments"
     return f"match: {match}, but the spans did not capture the {data} of {unknown} watched tool call(s)"
 
@@ -200,13 +168,19 @@ def _watch_repetition(
 
 
 def watch_max_repeat(c: MaxRepeatConfig, name: str) -> Gate:
-    return _watch_repetition(c, c.max, lambda *found: _max_repeat(name, c, *found))
+    return _watch_repetition(
+        c, c.max, lambda n, period, steps, unknown: _max_repeat(name, c, n, period, steps, unknown)
+    )
 
 
 def watch_loop_outcome(c: LoopOutcomeConfig, name: str) -> Gate | None:
     if c.should_loop:
         return None  # a loop that is expected can still come
-    return _watch_repetition(c, c.max_acceptable_retries + 1, lambda *found: _loop_outcome(name, c, *found))
+    return _watch_repetition(
+        c,
+        c.max_acceptable_retries + 1,
+        lambda n, period, steps, unknown: _loop_outcome(name, c, n, period, steps, unknown),
+    )
 
 
 SPECS = (

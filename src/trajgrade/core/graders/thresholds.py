@@ -20,13 +20,17 @@ What counts:
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import Field, field_validator, model_validator
-
-from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, linear_score, not_evaluable
+from trajgrade.core.graders.base import Evidence, GraderResult, GraderSpec, Number, linear_score, not_evaluable
+from trajgrade.core.graders.options import (
+    MaxConfig,
+    StepCountConfig,
+    ToolCallCountConfig,
+    WallTimeConfig,
+    parse_duration,
+)
 from trajgrade.core.graders.steps import span_ids_named
 from trajgrade.core.graders.watch import (
     DURATION_MS,
@@ -39,72 +43,16 @@ from trajgrade.core.graders.watch import (
     Gate,
     RunSoFar,
 )
-from trajgrade.core.patterns import check_pattern
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS", "parse_duration"]
-
-NonNegativeInt = Annotated[int, Field(ge=0, strict=True)]
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in a duration string ("250ms", "30s", "2m", "1h"); the unit is required."""
-    m = _DURATION.match(text)
-    if not m:
-        raise ValueError(f"{text!r} is not a duration: use a number with a unit, such as '30s', '2m' or '1h'")
-    return float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
-
-
-class MaxConfig(GraderConfig):
-    max: NonNegativeInt
-
-
-class ToolCallCountConfig(MaxConfig):
-    tools: tuple[str, ...] | None = None
-
-    @field_validator("tools")
-    @classmethod
-    def _regexes(cls, tools: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        if tools is not None:
-            if not tools:
-                raise ValueError("tools must list at least one regex (omit it to count every tool)")
-            for pattern in tools:
-                if not pattern:
-                    raise ValueError("an empty regex matches every tool; omit tools instead")
-                check_pattern(pattern)
-        return tools
-
-
-class WallTimeConfig(GraderConfig):
-    max: str
-
-    @field_validator("max")
-    @classmethod
-    def _duration(cls, value: str) -> str:
-        parse_duration(value)
-        return value
-
-
-class StepCountConfig(GraderConfig):
-    max: NonNegativeInt | None = None
-    min: NonNegativeInt | None = None
-
-    @model_validator(mode="after")
-    def _bounds(self) -> StepCountConfig:
-        if self.max is None and self.min is None:
-            raise ValueError("step-count needs max, min or both")
-        if self.max is not None and self.min is not None and self.min > self.max:
-            raise ValueError("min must be <= max")
-        return self
 
 
 def _threshold(
     name: str,
     type_: str,
-    value: float,
-    limit: float,
+    value: Number,
+    limit: Number,
     unit: str,
     shown_limit: Any = None,
     evidence_spans: tuple[str, ...] = (),
@@ -128,7 +76,7 @@ def _threshold(
     )
 
 
-def _fmt(number: float) -> str:
+def _fmt(number: Number) -> str:
     return str(int(number)) if float(number).is_integer() else f"{number:.3g}"
 
 

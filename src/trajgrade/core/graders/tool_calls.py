@@ -39,112 +39,24 @@ Edge cases:
 
 from __future__ import annotations
 
-from functools import cached_property
 from itertools import compress
-from typing import Annotated, Any, Literal
+from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
-
-from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, Taxonomy, not_evaluable
+from trajgrade.core.graders.base import Evidence, GraderResult, GraderSpec, Taxonomy, not_evaluable
+from trajgrade.core.graders.options import ToolCallsConfig, ToolMatch
 from trajgrade.core.graders.steps import each_name, tool_names
 from trajgrade.core.graders.steps import tool_calls as calls_of
 from trajgrade.core.graders.tool_matching import ConfigProblem, DataMatcher, each_matched
 from trajgrade.core.graders.watch import Gate, RunSoFar
-from trajgrade.core.patterns import check_pattern, matcher, search
+from trajgrade.core.patterns import matcher, search
 from trajgrade.core.running import grading_fact
 from trajgrade.core.trajectory.call_texts import call_texts
 from trajgrade.core.trajectory.model import Step, Trajectory
 
-__all__ = ["SPECS", "ToolCallsConfig", "ToolMatch"]
+__all__ = ["SPECS"]
 
-_REQUIRED_ONLY = ("min_count", "final", "at_step", "before_step")
 Verdict = Literal["met", "unmet", "unknown"]
 Match = bool | None  # None: the call's name matches but the data that decides the rest was not captured
-
-
-def _regex(pattern: str, field: str) -> str:
-    if not pattern and field == "name":
-        raise ValueError("name: an empty regex matches every tool (write '.' to mean any tool)")
-    try:
-        check_pattern(pattern)
-    except ValueError as e:
-        raise ValueError(f"{field}: {e}") from None
-    return pattern
-
-
-class ToolMatch(GraderConfig):
-    name: str
-    command: str | None = None
-    path: str | None = None
-    args: dict[str, str] | None = None
-    result: str | None = None
-    min_count: Annotated[int, Field(ge=1, strict=True)] | None = None
-    final: bool | None = None
-    at_step: Annotated[int, Field(ge=0, strict=True)] | None = None
-    before_step: Annotated[int, Field(ge=1, strict=True)] | None = None
-
-    @model_validator(mode="after")
-    def _check(self) -> ToolMatch:
-        _regex(self.name, "name")
-        for field in ("command", "path", "result"):
-            value = getattr(self, field)
-            if value is not None:
-                _regex(value, field)
-        for arg, pattern in (self.args or {}).items():
-            _regex(pattern, f"args.{arg}")
-        if self.at_step is not None and self.before_step is not None and self.at_step >= self.before_step:
-            raise ValueError(
-                f"at_step ({self.at_step}) must be less than before_step ({self.before_step}): no step satisfies both"
-            )
-        return self
-
-    @cached_property
-    def label(self) -> str:
-        """The matcher as evidence names it (made once: evidence quotes it on every run; not a field, so neither
-        compared nor dumped)."""
-        extras = [f"{k}={v!r}" for k in ("command", "path", "result") if (v := getattr(self, k)) is not None]
-        extras += [f"args.{k}={v!r}" for k, v in (self.args or {}).items()]
-        return f"{self.name!r}" + (f" ({', '.join(extras)})" if extras else "")
-
-
-class ToolCallsConfig(GraderConfig):
-    required: tuple[ToolMatch, ...] | None = None
-    disallowed: tuple[ToolMatch, ...] | None = None
-    sequence: tuple[ToolMatch, ...] | None = None
-    requested_run: bool = False
-    only_requested: bool = False
-
-    @field_validator("required", "disallowed", "sequence", mode="before")
-    @classmethod
-    def _shorthand(cls, entries: Any) -> Any:
-        """A plain string is shorthand for ``{name: ...}``."""
-        if entries is None:
-            return None
-        if not isinstance(entries, list | tuple):
-            raise ValueError("expected a list of tool names (regexes) or ToolMatch entries ({name, ...})")
-        for i, e in enumerate(entries):
-            if not isinstance(e, str | dict | ToolMatch):
-                raise ValueError(f"entry {i}: expected a tool name (a regex) or a ToolMatch {{name, ...}}, got {e!r}")
-        return [{"name": e} if isinstance(e, str) else e for e in entries]
-
-    @model_validator(mode="after")
-    def _rules(self) -> ToolCallsConfig:
-        if not (self.required or self.disallowed or self.sequence or self.requested_run or self.only_requested):
-            raise ValueError(
-                "at least one of required, disallowed or sequence must be provided (and not empty), "
-                "or requested_run / only_requested be true"
-            )
-        for list_name in ("disallowed", "sequence"):
-            for i, entry in enumerate(getattr(self, list_name) or ()):
-                used = [f for f in _REQUIRED_ONLY if getattr(entry, f) is not None]
-                if used:
-                    raise ValueError(f"{list_name}[{i}]: {', '.join(used)} is allowed on required entries only")
-                if list_name == "sequence" and entry.result is not None:
-                    raise ValueError(
-                        f"sequence[{i}]: result is not supported on sequence entries "
-                        "(they match when the tool is called, before its result is known)"
-                    )
-        return self
 
 
 def _by_name(m: ToolMatch) -> bool:

@@ -25,12 +25,11 @@ it. A command whose graders check no schema loads neither.
 from __future__ import annotations
 
 import functools
-import json
 from typing import TYPE_CHECKING, Any
 
-from pydantic import field_validator, model_validator
-
-from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
+from trajgrade.core.graders.base import Evidence, GraderResult, GraderSpec, not_evaluable
+from trajgrade.core.graders.json_schemas import canonical_json, remote_reference, schema_problem
+from trajgrade.core.graders.options import ToolSchemaConfig
 from trajgrade.core.graders.steps import not_plainly_valid, span_ids_by_name, tool_calls, tool_columns
 from trajgrade.core.memo import ByObject
 from trajgrade.core.running import grading_fact
@@ -43,93 +42,6 @@ if TYPE_CHECKING:
 __all__ = ["SPECS"]
 
 _MAX_ERRORS_PER_CALL = 5
-
-
-class ToolSchemaConfig(GraderConfig):
-    allowlist: tuple[str, ...] | None = None
-    blocklist: tuple[str, ...] = ()
-    schemas: dict[str, dict[str, Any]] = {}
-    use_trace_definitions: bool = True
-
-    @field_validator("schemas")
-    @classmethod
-    def _valid_schemas(cls, schemas: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        for tool, schema in schemas.items():
-            problem = _problem(schema, _canonical(schema))
-            if problem is not None:
-                raise ValueError(f"schemas.{tool} is not a valid JSON Schema: {problem}")
-            remote = _remote_reference(schema)
-            if remote is not None:
-                raise ValueError(f"schemas.{tool} refers outside itself ({remote!r}): trajgrade never fetches a schema")
-        return schemas
-
-    @model_validator(mode="after")
-    def _something_to_check(self) -> ToolSchemaConfig:
-        if self.allowlist is None and not self.blocklist and not self.schemas and not self.use_trace_definitions:
-            raise ValueError("tool-schema needs an allowlist, a blocklist, schemas or use_trace_definitions")
-        both = set(self.allowlist or ()) & set(self.blocklist)
-        if both:
-            raise ValueError(f"{sorted(both)[0]!r} is in both allowlist and blocklist")
-        return self
-
-
-_REFERENCE_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
-#: What a schema's canonical JSON holds when the meta-schema checks one of its values by a ``format`` (``$id``,
-#: ``$schema``, ``$ref``, ``$dynamicRef`` and ``$vocabulary``'s keys are URIs, ``pattern`` and
-#: ``patternProperties``' keys regular expressions), or picks its draft (``$schema``): see :func:`_problem`.
-_DECIDED_BY_JSONSCHEMA = ('"$id"', '"$schema"', '"$ref"', '"$dynamicRef"', '"$vocabulary"', '"pattern')
-
-
-def _canonical(schema: Any) -> str | None:
-    """``schema`` as JSON with its keys sorted, or None when it is not JSON (a value YAML reads that JSON has not)."""
-    try:
-        return json.dumps(schema, sort_keys=True)
-    except (TypeError, ValueError):
-        return None
-
-
-def _problem(schema: Any, text: str | None) -> str | None:
-    """What makes ``schema`` not a valid JSON Schema of draft 2020-12 (jsonschema's message), or None when it is
-    one; ``text``: its canonical JSON (:func:`_canonical`).
-
-    jsonschema-rs checks a schema against the meta-schema in microseconds, where jsonschema takes milliseconds (and
-    about 70 ms to import). Its answer is taken when the two cannot differ: it says valid, and the schema has
-    nothing the meta-schema checks by a ``format`` (jsonschema checks the formats it has checkers installed for,
-    jsonschema-rs none) and no ``$schema`` (by which jsonschema-rs would choose the meta-schema). Otherwise
-    jsonschema decides, and says what is wrong.
-    """
-    if text is not None and not any(key in text for key in _DECIDED_BY_JSONSCHEMA):
-        import jsonschema_rs
-
-        try:
-            if jsonschema_rs.meta.is_valid(schema):
-                return None
-        except Exception:  # a value it cannot take: jsonschema decides
-            pass
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import SchemaError
-
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as e:
-        return e.message
-    return None
-
-
-def _remote_reference(schema: Any) -> str | None:
-    """The first reference in ``schema`` that points outside it (anything but ``#...``), or None."""
-    stack = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            for key in _REFERENCE_KEYS:
-                ref = node.get(key)
-                if isinstance(ref, str) and not ref.startswith("#"):
-                    return ref
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return None
 
 
 def _has_dollar_key(schema: Any) -> bool:
@@ -355,13 +267,13 @@ def _by_text(schema: Any) -> _Schema | str | None:
     Checking and compiling a schema costs up to milliseconds and the same definitions arrive with every run, so
     validators are kept by the schema's canonical JSON (a small, bounded cache).
     """
-    key = _canonical(schema) if isinstance(schema, dict) else None
+    key = canonical_json(schema) if isinstance(schema, dict) else None
     if key is None:  # not JSON: not a schema
         return None
     if key not in _COMPILED:
         validator: _Schema | str | None = None
-        if _problem(schema, key) is None:
-            validator = _remote_reference(schema) or _Schema(schema)
+        if schema_problem(schema, key) is None:
+            validator = remote_reference(schema) or _Schema(schema)
         if len(_COMPILED) >= _COMPILED_MAX:
             _COMPILED.clear()
         _COMPILED[key] = validator

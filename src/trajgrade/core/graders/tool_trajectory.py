@@ -22,47 +22,16 @@ but not captured by the spans: not evaluable.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import Field, model_validator
-
-from trajgrade.core.graders.base import Evidence, GraderConfig, GraderResult, GraderSpec, not_evaluable
+from trajgrade.core.graders.base import Evidence, GraderResult, GraderSpec, not_evaluable
+from trajgrade.core.graders.options import ArgsMatch, ExpectedCall, ToolTrajectoryConfig
 from trajgrade.core.graders.steps import all_arguments_captured, tool_calls, tool_names
 from trajgrade.core.trajectory.model import Step, Trajectory
 
 __all__ = ["SPECS"]
 
-ArgsMatch = Literal["exact", "superset", "subset", "ignore"] | tuple[str, ...]
 _MISSING = object()
-
-
-class ExpectedCall(GraderConfig):
-    tool: str
-    args: dict[str, Any] | Literal["any"] = "any"
-    args_match: ArgsMatch | None = None
-    max_duration_ms: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
-
-
-class ToolTrajectoryConfig(GraderConfig):
-    mode: Literal["any_order", "in_order", "exact", "subset", "superset"]
-    minimums: dict[str, Annotated[int, Field(ge=0, strict=True)]] | None = None
-    expected: tuple[ExpectedCall, ...] | None = None
-    args_match: ArgsMatch = "exact"
-    min_score: Annotated[float, Field(ge=0, le=1)] = 0.8
-
-    @model_validator(mode="after")
-    def _fields_for_mode(self) -> ToolTrajectoryConfig:
-        if self.mode == "any_order":
-            if not self.minimums:
-                raise ValueError("mode any_order needs minimums: {tool: count}")
-            if self.expected is not None:
-                raise ValueError("mode any_order takes minimums, not expected")
-        else:
-            if self.expected is None:
-                raise ValueError(f"mode {self.mode} needs expected: a list of {{tool, args}}")
-            if self.minimums is not None:
-                raise ValueError(f"minimums is for mode any_order, not {self.mode}")
-        return self
 
 
 def _path(value: Any, path: str) -> Any:
