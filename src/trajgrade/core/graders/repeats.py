@@ -31,6 +31,7 @@ repetitions found without them already decide the verdict it stands, else the ru
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from trajgrade.core.graders.base import Evidence, GraderResult, GraderSpec, not_evaluable
 from trajgrade.core.graders.options import LoopOutcomeConfig, MaxRepeatConfig, RepeatMatch
@@ -168,19 +169,13 @@ def _watch_repetition(
 
 
 def watch_max_repeat(c: MaxRepeatConfig, name: str) -> Gate:
-    return _watch_repetition(
-        c, c.max, lambda n, period, steps, unknown: _max_repeat(name, c, n, period, steps, unknown)
-    )
+    return _watch_repetition(c, c.max, partial(_max_repeat, name, c))
 
 
 def watch_loop_outcome(c: LoopOutcomeConfig, name: str) -> Gate | None:
     if c.should_loop:
         return None  # a loop that is expected can still come
-    return _watch_repetition(
-        c,
-        c.max_acceptable_retries + 1,
-        lambda n, period, steps, unknown: _loop_outcome(name, c, n, period, steps, unknown),
-    )
+    return _watch_repetition(c, c.max_acceptable_retries + 1, partial(_loop_outcome, name, c))
 
 
 SPECS = (

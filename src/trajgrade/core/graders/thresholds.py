@@ -45,7 +45,7 @@ from trajgrade.core.graders.watch import (
 )
 from trajgrade.core.trajectory.model import Step, Trajectory
 
-__all__ = ["SPECS", "parse_duration"]
+__all__ = ["SPECS"]
 
 
 def _threshold(
