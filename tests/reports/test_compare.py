@@ -69,12 +69,15 @@ def test_calls_of_equal_argument_text_are_written_once_and_as_each_alone() -> No
 
 
 def test_the_baseline_grader_writes_each_edit_shown_as_removed_and_added_calls() -> None:
-    """The first three edits, each ``-removed +added`` (a call a word), then the counts that grew, all joined by
-    "; "; whatever the kinds of edit."""
+    """The first three edits, each ``-removed +added`` (a call a word, ten a side, then how many more), then the
+    counts that grew, all joined by "; "; whatever the kinds of edit."""
+
+    def side(sign: str, names: tuple[str, ...]) -> str:
+        more = f" (and {len(names) - 10:,} more)" if len(names) > 10 else ""
+        return sign + f" {sign}".join(names[:10]) + more if names else ""
 
     def written(removed: tuple[str, ...], added: tuple[str, ...]) -> str:
-        words = ["-" + " -".join(removed) if removed else "", "+" + " +".join(added) if added else ""]
-        return " ".join(w for w in words if w)
+        return " ".join(w for w in (side("-", removed), side("+", added)) if w)
 
     def calls(*names: str) -> list[dict[str, object]]:
         return [x for name in names for x in (llm(), tool(name, {"q": name}, "r"))]
@@ -86,6 +89,7 @@ def test_the_baseline_grader_writes_each_edit_shown_as_removed_and_added_calls()
         calls("b", "c", "e", "g"),  # deleted only
         calls("a", "b", "c", "d", "e", "f", "g", "h", "i"),  # inserted only, more model calls
         calls("x", "y", "z"),
+        calls("a", "b", "c", "d", "e", "f", "g", *(f"n{i}" for i in range(25))),  # inserted: more than ten calls
     ):
         t = run_of(*candidate)
         result = against(golden, t, config)
@@ -99,6 +103,9 @@ def test_the_baseline_grader_writes_each_edit_shown_as_removed_and_added_calls()
             problems.append(f"llm_calls {before:g} -> {after:g} (+{grew:.0%}, max +0%)")
         assert result.explanation == "; ".join(problems)
         assert result.score == (2 - len(problems)) / 2
+        if len(candidate) > 40:
+            assert '+n9({"q":"n9"}) (and 15 more)' in result.explanation, result.explanation
+            assert len(result.evidence[0].span_ids) == 25  # every span, though ten are named
         assert [e.description for e in result.evidence[1:]] == problems[1:]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -136,7 +137,7 @@ def evidence_span_ids(evidence: Sequence[Evidence]) -> tuple[str, ...]:
         ids = evidence[0].span_ids
         if type(ids) is tuple and len(set(ids)) == len(ids):  # each once already (a set is the cheapest check)
             return ids
-    return tuple(dict.fromkeys(i for e in evidence for i in e.span_ids))
+    return tuple(dict.fromkeys(chain.from_iterable([e.span_ids for e in evidence])))
 
 
 def linear_score(value: float, limit: float) -> float:

@@ -30,9 +30,14 @@ def _percent(x: float) -> str:
     return "+inf%" if x == float("inf") else f"{x:+.0%}"
 
 
+#: The calls of one side of an edit that the explanation names; the rest it counts (the evidence names every span,
+#: ``details`` every call).
+_SHOWN_CALLS = 10
+
+
 def _edit_words(e: Edit, out: list[str]) -> None:
-    """An edit as ``-removed +added``, each call a word, appended to ``out`` in pieces: a long run's edit is
-    megabytes of text, joined once with the rest of the explanation rather than copied at each step."""
+    """An edit as ``-removed +added``, each call a word, appended to ``out`` in pieces; a side of more than
+    ``_SHOWN_CALLS`` calls as its first ones and the count of the rest (a long run's edit would be megabytes)."""
     if e.baseline:
         _words("-", e.baseline, out)
         if e.candidate:
@@ -42,10 +47,12 @@ def _edit_words(e: Edit, out: list[str]) -> None:
 
 
 def _words(sign: str, calls: tuple[str, ...], out: list[str]) -> None:
-    """``sign + (" " + sign).join(calls)``, in pieces."""
+    """``sign + (" " + sign).join(calls)``, in pieces; past ``_SHOWN_CALLS`` calls, `` (and N more)``."""
     first = len(out)
-    out.extend(chain.from_iterable(zip(repeat(" " + sign), calls)))
+    out.extend(chain.from_iterable(zip(repeat(" " + sign), calls[:_SHOWN_CALLS])))
     out[first] = sign
+    if len(calls) > _SHOWN_CALLS:
+        out.append(f" (and {len(calls) - _SHOWN_CALLS:,} more)")
 
 
 def baseline(t: Trajectory, c: BaselineConfig, name: str) -> GraderResult:
