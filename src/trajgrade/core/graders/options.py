@@ -58,6 +58,18 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
+def _tool_regexes(tools: tuple[str, ...] | None, omitted: str) -> tuple[str, ...] | None:
+    """A ``tools`` option: None, or at least one regex, none empty (``omitted``: what the grader does without it)."""
+    if tools is not None:
+        if not tools:
+            raise ValueError(f"tools must list at least one regex (omit it to {omitted})")
+        for pattern in tools:
+            if not pattern:
+                raise ValueError("an empty regex matches every tool; omit tools instead")
+            check_pattern(pattern)
+    return tools
+
+
 def parse_duration(text: str) -> float:
     """Seconds in a duration string ("250ms", "30s", "2m", "1h"); the unit is required."""
     m = _DURATION.match(text)
@@ -76,14 +88,7 @@ class ToolCallCountConfig(MaxConfig):
     @field_validator("tools")
     @classmethod
     def _regexes(cls, tools: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        if tools is not None:
-            if not tools:
-                raise ValueError("tools must list at least one regex (omit it to count every tool)")
-            for pattern in tools:
-                if not pattern:
-                    raise ValueError("an empty regex matches every tool; omit tools instead")
-                check_pattern(pattern)
-        return tools
+        return _tool_regexes(tools, "count every tool")
 
 
 class WallTimeConfig(GraderConfig):
@@ -225,13 +230,7 @@ class _RepeatConfig(GraderConfig):
     @field_validator("tools")
     @classmethod
     def _regexes(cls, tools: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        if tools is not None and not tools:
-            raise ValueError("tools must list at least one regex (omit it to watch every tool)")
-        for pattern in tools or ():
-            if not pattern:
-                raise ValueError("an empty regex matches every tool; omit tools instead")
-            check_pattern(pattern)
-        return tools
+        return _tool_regexes(tools, "watch every tool")
 
 
 class MaxRepeatConfig(_RepeatConfig):
