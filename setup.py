@@ -48,6 +48,7 @@ COMPILED = [
     "src/trajgrade/core/compare.py",
     "src/trajgrade/core/running.py",
     "src/trajgrade/core/inflight.py",
+    "src/trajgrade/core/result_attributes.py",
     "src/trajgrade/core/assembler.py",
     "src/trajgrade/core/spans.py",
     "src/trajgrade/core/semconv.py",

@@ -38,16 +38,14 @@ from trajgrade import Evidence, GraderResult, RunReport, grade_run, parse_config
 from trajgrade.core import semconv as sc
 from trajgrade.core.emit import (
     add_breach_event,
-    breach_attributes,
     evaluation_logger,
     log_records,
-    report_attributes,
-    result_attributes,
     result_events,
     with_results,
 )
 from trajgrade.core.graders.catalogue import CATALOGUE
 from trajgrade.core.inflight import Breach
+from trajgrade.core.result_attributes import breach_attributes, report_attributes, result_attributes
 from trajgrade.version import __version__
 
 EVENT = "gen_ai.evaluation.result"

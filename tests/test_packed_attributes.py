@@ -17,9 +17,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from trajgrade import Evidence, GraderResult
 from trajgrade.core import semconv as sc
-from trajgrade.core.emit import add_breach_event, breach_attributes
+from trajgrade.core.emit import add_breach_event
 from trajgrade.core.inflight import Breach
 from trajgrade.core.packed_attributes import PackedAttributes
+from trajgrade.core.result_attributes import breach_attributes
 
 ITEMS: dict[str, Any] = {"b.name": "calls", "a.score": 0.25, "c.ids": ("01", "02"), "d.flag": True, "e.count": 4}
 

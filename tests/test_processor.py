@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from trajgrade import GradingSpanExporter, GradingSpanProcessor, RunReport, parse_config
-from trajgrade.core.emit import result_attributes
+from trajgrade.core.result_attributes import result_attributes
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))

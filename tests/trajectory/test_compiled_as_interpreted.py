@@ -1,17 +1,17 @@
 """The compiled modules read, rebuild and grade every fixture's runs exactly as their source does interpreted.
 
-setup.py compiles the span records, normalization, the build, the graders' passes, the loop search and the in-flight
-checks with mypyc; the same source runs interpreted where it is not compiled (a platform without the wheel, ``pip
-install --no-binary``). mypyc keeps Python's semantics only where the types say what Python would do anyway: an
-``int`` where a ``float`` is declared becomes a float, a native class refuses what an object would take. So every
-fixture under ``tests/fixtures/*/*/*.json`` (made by the real instrumentations), and a copy of each whose
-attribute values are partly of other types (``_odd_values``), is read as each door reads it
+setup.py compiles the span records, normalization, the build, the graders' passes, the loop search, the in-flight
+checks and the results' event attributes with mypyc; the same source runs interpreted where it is not compiled (a
+platform without the wheel, ``pip install --no-binary``). mypyc keeps Python's semantics only where the types say
+what Python would do anyway: an ``int`` where a ``float`` is declared becomes a float, a native class refuses what
+an object would take. So every fixture under ``tests/fixtures/*/*/*.json`` (made by the real instrumentations), and
+a copy of each whose attribute values are partly of other types (``_odd_values``), is read as each door reads it
 (``DOORS``: the trace file, as the command line does; the same spans as an OTLP protobuf request, through the
-sidecar's C reader; the SDK's spans they were written from, through the span processor's hook and worker), and
-its runs are graded with each graders file of ``CONFIGS`` (every grader type, with the benchmarks' limits and with
+sidecar's C reader; the SDK's spans they were written from, through the span processor's hook and worker), and its
+runs are graded with each graders file of ``CONFIGS`` (every grader type, with the benchmarks' limits and with
 limits the runs cross) and fed, span by span as they ended, to the in-flight checks. The JSON text of each run
-(``trajgrade trajectory --format json``), of each grader's result and of the breaches found is compared key by
-key, so that ``1`` and ``1.0`` differ, between:
+(``trajgrade trajectory --format json``), of each grader's result and its event's attributes, and of the breaches
+found is compared key by key, so that ``1`` and ``1.0`` differ, between:
 
 - this process, with the compiled extension modules the tests require (conftest checks they are current);
 - a child process whose import system finds each module setup.py compiles as its ``.py`` file, ahead of the
@@ -216,10 +216,12 @@ DOORS: dict[str, Callable[[Path], list[Trajectory]]] = {
 
 def _graded_as_json(paths: Sequence[Path]) -> dict[str, list[str]]:
     """Each file's runs graded with each of ``CONFIGS``: per run, the JSON text of a dict of each grader's result
-    (``trajgrade grade``'s shape) and of the breaches its trace's in-flight checks found, keyed by file and grader."""
+    (``trajgrade grade``'s shape, and the attributes of its ``gen_ai.evaluation.result`` event) and of the breaches
+    its trace's in-flight checks found (with their log events' attributes), keyed by file and grader."""
     from trajgrade.core.config_loading import load_config
     from trajgrade.core.inflight import InFlightChecks
     from trajgrade.core.readers import read_bytes
+    from trajgrade.core.result_attributes import breach_log_attributes, report_attributes, result_attributes
     from trajgrade.core.running import grade_run
     from trajgrade.core.spans import is_root
     from trajgrade.core.trajectory.build import build_trajectories
@@ -240,11 +242,19 @@ def _graded_as_json(paths: Sequence[Path]) -> dict[str, list[str]]:
             fields: dict[str, Any] = {}
             for name, config in configs:
                 report = grade_run(config, t)
-                fields.update({f"{name}: {r.name}": result_to_dict(r) for r in report.results})
-                fields[f"{name}: verdict"] = [report.passed, report.score]
+                fields.update({f"{name}: {r.name}": [result_to_dict(r), result_attributes(r)] for r in report.results})
+                fields[f"{name}: verdict"] = [report.passed, report.score, report_attributes(report)]
                 _, breaches = InFlightChecks(config).feed(None, by_trace.get(t.trace_id, []))
                 fields[f"{name}: in flight"] = [
-                    [result_to_dict(b.result), b.enforce, b.span_id, b.response_id, b.agent, b.service_name]
+                    [
+                        result_to_dict(b.result),
+                        b.enforce,
+                        b.span_id,
+                        b.response_id,
+                        b.agent,
+                        b.service_name,
+                        breach_log_attributes(b),
+                    ]
                     for b in breaches
                 ]
             graded.append(json.dumps(fields, sort_keys=True))

@@ -1,11 +1,7 @@
 """Grading results as OpenTelemetry data: span events, log events, and a copy of a span with events added.
 
-Event and attribute names are a contract (dashboards and alerts read them); they come from ``semconv``.
-One ``gen_ai.evaluation.result`` event per grader: ``gen_ai.evaluation.name``, ``.score.value`` (double),
-``.score.label`` (``pass`` | ``fail``; absent when the grader could not judge, which sets ``error.type``),
-``.explanation``, the evaluator (``gen_ai.evaluation.evaluator.id``, ``.version``, ``.type``), and
-``trajgrade.grader.type``, ``trajgrade.value``, ``trajgrade.limit``, ``trajgrade.evidence.span_ids``. The span
-that carries them also gets ``trajgrade.passed`` and ``trajgrade.score``.
+Event and attribute names are a contract (dashboards and alerts read them); they come from ``semconv``, and each
+result's event attributes from ``result_attributes``.
 
 As span events they sit on the run's root (or its evaluation span). As log events each is in the context of the
 span it evaluates: a step-level result (its evidence names a step of the run: the repeated tool call, the
@@ -15,7 +11,6 @@ that has one; a run-level result in the root's.
 
 from __future__ import annotations
 
-import json
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -48,11 +43,17 @@ from opentelemetry.trace import (
 from opentelemetry.util.types import AttributeValue
 
 from trajgrade.core import semconv as sc
-from trajgrade.core.graders.base import GraderResult, evidence_span_ids
-from trajgrade.core.graders.catalogue import lookup
+from trajgrade.core.graders.base import GraderResult
 from trajgrade.core.inflight import Breach
 from trajgrade.core.internal_errors import report_internal_error
 from trajgrade.core.packed_attributes import PackedAttributes
+from trajgrade.core.result_attributes import (
+    breach_attributes,
+    breach_log_attributes,
+    report_attributes,
+    result_attributes,
+    results_attributes,
+)
 from trajgrade.core.running import RunReport
 from trajgrade.core.trajectory.model import Step
 from trajgrade.core.trajectory.normalize import SpanRecord
@@ -61,8 +62,6 @@ from trajgrade.version import __version__
 __all__ = [
     "EvaluationSpans",
     "add_breach_event",
-    "breach_attributes",
-    "breach_log_attributes",
     "log_breach",
     "evaluation_logger",
     "log_events",
@@ -70,100 +69,9 @@ __all__ = [
     "span_ids",
     "span_in_context",
     "span_context_of",
-    "report_attributes",
-    "result_attributes",
     "result_events",
-    "results_attributes",
     "with_results",
 ]
-
-_MAX_SPAN_IDS = 64
-_MAX_TEXT = 4096
-
-
-#: ``json.dumps(value, sort_keys=True, default=str)``, its encoder made once (``dumps`` makes one per call).
-_JSON = json.JSONEncoder(sort_keys=True, default=str)
-
-
-def _attr_value(value: Any) -> AttributeValue | None:
-    if value is None:
-        return None
-    if isinstance(value, bool | int | float | str):
-        return value if not isinstance(value, str) else value[:_MAX_TEXT]
-    try:
-        return _JSON.encode(value)[:_MAX_TEXT]
-    except (TypeError, ValueError):
-        return str(value)[:_MAX_TEXT]
-
-
-#: The attributes of a result that its grader's name and type decide (its evaluator), by (name, type), in the
-#: order ``result_attributes`` writes them: the score and the explanation are placeholders, overwritten in place.
-_EVALUATORS: dict[tuple[str, str], dict[str, AttributeValue]] = {}
-
-
-def _evaluator_type(grader_type: str) -> str | None:
-    """How a grader type decides (``semconv.EVALUATOR_TYPE_BY_SCORE_KIND``); None for a type not catalogued."""
-    spec = lookup(grader_type)
-    return sc.EVALUATOR_TYPE_BY_SCORE_KIND.get(spec.taxonomy.score_kind) if spec is not None else None
-
-
-def _evaluator(name: str, grader_type: str) -> dict[str, AttributeValue]:
-    attrs: dict[str, AttributeValue] = {
-        sc.EVALUATION_NAME: name,
-        sc.EVALUATION_SCORE_VALUE: 0.0,
-        sc.EVALUATION_EXPLANATION: "",
-        sc.EVALUATOR_ID: name,
-        sc.EVALUATOR_VERSION: __version__,
-        sc.TRAJGRADE_GRADER_TYPE: grader_type,
-    }
-    evaluator_type = _evaluator_type(grader_type)
-    if evaluator_type is not None:
-        attrs[sc.EVALUATOR_TYPE] = evaluator_type
-    if len(_EVALUATORS) < 1024:  # a config's graders, and what results from elsewhere name
-        _EVALUATORS[(name, grader_type)] = attrs
-    return attrs
-
-
-def result_attributes(result: GraderResult) -> dict[str, AttributeValue]:
-    """The attributes of one ``gen_ai.evaluation.result`` event."""
-    evaluator = _EVALUATORS.get((result.name, result.type))
-    attrs = (evaluator if evaluator is not None else _evaluator(result.name, result.type)).copy()
-    score = result.score
-    attrs[sc.EVALUATION_SCORE_VALUE] = score if type(score) is float else float(score)
-    explanation = result.explanation
-    attrs[sc.EVALUATION_EXPLANATION] = explanation if len(explanation) <= _MAX_TEXT else explanation[:_MAX_TEXT]
-    if result.status == "error":
-        attrs[sc.ERROR_TYPE] = result.error_type or "not_evaluable"
-    else:
-        attrs[sc.EVALUATION_SCORE_LABEL] = result.status
-    value = result.value
-    if value is not None:
-        v = _attr_value(value)
-        if v is not None:
-            attrs[sc.TRAJGRADE_VALUE] = v
-    limit = result.limit
-    if limit is not None:
-        v = _attr_value(limit)
-        if v is not None:
-            attrs[sc.TRAJGRADE_LIMIT] = v
-    span_ids = evidence_span_ids(result.evidence) if result.evidence else ()
-    if span_ids:  # each once, in order, the first _MAX_SPAN_IDS
-        attrs[sc.TRAJGRADE_EVIDENCE_SPAN_IDS] = span_ids if len(span_ids) <= _MAX_SPAN_IDS else span_ids[:_MAX_SPAN_IDS]
-    return attrs
-
-
-def results_attributes(results: Sequence[GraderResult]) -> list[dict[str, AttributeValue]]:
-    """``result_attributes`` of each result: made once when a door emits them both as span events and as log events
-    (neither changes them)."""
-    return [result_attributes(r) for r in results]
-
-
-def report_attributes(report: RunReport) -> dict[str, AttributeValue]:
-    """Attributes for the span that carries a run's results."""
-    attrs: dict[str, AttributeValue] = {sc.TRAJGRADE_PASSED: report.passed, sc.TRAJGRADE_SCORE: float(report.score)}
-    if report.trajectory.partial:
-        attrs[sc.TRAJGRADE_PARTIAL] = True
-    return attrs
 
 
 def result_events(
@@ -399,10 +307,10 @@ def _add_events(
     """The results' ``gen_ai.evaluation.result`` events on ``span``.
 
     The SDK's ``add_event`` checks each value of each event, each span id of the evidence one by one: for a run's
-    twenty results, about half what grading the run costs. The attributes made here are valid as made (strings cut
-    to ``_MAX_TEXT``, numbers, booleans, tuples of strings): on a span of the tracer made here, whose ``limits`` can
-    neither cut a value nor drop an attribute, each event is appended as ``add_event`` would leave it. Elsewhere
-    they go through ``add_event``. ``timestamp``: None for now.
+    twenty results, about half what grading the run costs. The attributes ``result_attributes`` makes are valid as
+    made (strings cut short, numbers, booleans, tuples of strings): on a span of the tracer made here, whose
+    ``limits`` can neither cut a value nor drop an attribute, each event is appended as ``add_event`` would leave
+    it. Elsewhere they go through ``add_event``. ``timestamp``: None for now.
     """
     add = getattr(span, "_add_event", None) if limits is not None and limits.max_attribute_length is None else None
     most = limits.max_event_attributes if limits is not None else None
@@ -428,25 +336,6 @@ def add_breach_event(span: Any, breach: Breach) -> None:
         return
     if span.is_recording():  # limits that cut: through ``add_event``, which copies and cuts
         _add_events(span, attributes, None, limits if isinstance(limits, SpanLimits) else None)
-
-
-def breach_attributes(breach: Breach) -> dict[str, AttributeValue]:
-    """The attributes of the ``gen_ai.evaluation.result`` event of an in-flight breach: the grader's failing result,
-    marked in flight (and enforced, when the run is stopped)."""
-    attrs = result_attributes(breach.result)
-    attrs[sc.TRAJGRADE_IN_FLIGHT] = True
-    if breach.enforce:
-        attrs[sc.TRAJGRADE_ENFORCED] = True
-    return attrs
-
-
-def breach_log_attributes(breach: Breach) -> dict[str, AttributeValue]:
-    """The attributes of an in-flight breach's log-based event: its span event's, and the response id of the model
-    call that broke the limit."""
-    attributes = breach_attributes(breach)
-    if breach.response_id is not None:
-        attributes[sc.RESPONSE_ID] = breach.response_id
-    return attributes
 
 
 def log_breach(breach: Breach, logger: Any, parent: SpanContext | None = None) -> None:

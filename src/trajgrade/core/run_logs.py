@@ -29,10 +29,11 @@ from opentelemetry.util.types import AttributeValue
 
 from trajgrade.core import semconv as sc
 from trajgrade.core.collector import CollectedRun
-from trajgrade.core.emit import breach_log_attributes, log_events, span_in_context
+from trajgrade.core.emit import log_events, span_in_context
 from trajgrade.core.grading import Grading
 from trajgrade.core.inflight import Breach
 from trajgrade.core.internal_errors import internal_errors
+from trajgrade.core.result_attributes import breach_log_attributes
 from trajgrade.core.running import RunReport
 from trajgrade.version import __version__
 

@@ -18,9 +18,10 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from trajgrade.core.collector import CollectedRun, RunCollector, is_own, is_root
 from trajgrade.core.config import Config
-from trajgrade.core.emit import EvaluationSpans, evaluation_logger, log_records, results_attributes, with_results
+from trajgrade.core.emit import EvaluationSpans, evaluation_logger, log_records, with_results
 from trajgrade.core.grading import Grading
 from trajgrade.core.internal_errors import internal_errors
+from trajgrade.core.result_attributes import results_attributes
 from trajgrade.core.running import RunReport
 from trajgrade.core.trajectory.normalize import normalize_sdk
 

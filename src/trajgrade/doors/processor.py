@@ -48,12 +48,12 @@ from trajgrade.core.emit import (
     evaluation_logger,
     log_breach,
     log_records,
-    results_attributes,
     with_results,
 )
 from trajgrade.core.grading import Grading
 from trajgrade.core.inflight import Breach, InFlightChecks
 from trajgrade.core.internal_errors import internal_errors, report_internal_error
+from trajgrade.core.result_attributes import results_attributes
 from trajgrade.core.running import RunReport
 from trajgrade.core.spans import sdk_trace
 from trajgrade.core.trajectory.normalize import SpanRecord, classify, normalize_sdk, sdk_held, sdk_intake

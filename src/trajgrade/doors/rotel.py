@@ -37,9 +37,9 @@ from opentelemetry.util.types import AttributeValue
 
 from trajgrade.core import semconv as sc
 from trajgrade.core.collector import RunCollector, is_own, is_root
-from trajgrade.core.emit import report_attributes, results_attributes
 from trajgrade.core.grading import Grading
 from trajgrade.core.inflight import InFlightChecks
+from trajgrade.core.result_attributes import report_attributes, results_attributes
 from trajgrade.core.run_logs import RunLogs, emit_breaches
 from trajgrade.core.spans import SpanEvent, make_event, otlp_parent_is_remote
 from trajgrade.core.trajectory.normalize import normalize

@@ -128,7 +128,7 @@ def against(golden: FileRun, t: Trajectory, c: BaselineConfig, name: str = "base
     )
 
 
-SPECS = (
+SPECS: tuple[GraderSpec, ...] = (
     GraderSpec(
         "baseline",
         BaselineConfig,

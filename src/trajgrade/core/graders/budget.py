@@ -177,7 +177,7 @@ def watch_budget(c: BudgetConfig, name: str) -> Gate:
     return Gate(check, over=tuple((count, limit) for count, limit in limits if limit is not None))
 
 
-SPECS = (
+SPECS: tuple[GraderSpec, ...] = (
     GraderSpec(
         "budget",
         BudgetConfig,

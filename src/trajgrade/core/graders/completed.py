@@ -87,7 +87,7 @@ def completed(t: Trajectory, c: CompletedConfig, name: str) -> GraderResult:
     )
 
 
-SPECS = (
+SPECS: tuple[GraderSpec, ...] = (
     GraderSpec(
         "completed",
         CompletedConfig,

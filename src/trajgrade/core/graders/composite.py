@@ -83,4 +83,6 @@ def _ids(result: GraderResult) -> tuple[str, ...]:
     return evidence_span_ids(result.evidence)
 
 
-SPECS = (GraderSpec("composite", CompositeConfig, composite, "child graders combined by an aggregator"),)
+SPECS: tuple[GraderSpec, ...] = (
+    GraderSpec("composite", CompositeConfig, composite, "child graders combined by an aggregator"),
+)

@@ -236,7 +236,7 @@ def watch_token_usage(c: TokenUsageConfig, name: str) -> Gate:
     return Gate(check, on=ON_CALLS, over=tuple((count, limit) for count, limit in limits if limit is not None))
 
 
-SPECS = (
+SPECS: tuple[GraderSpec, ...] = (
     GraderSpec(
         "execution_metrics",
         ExecutionMetricsConfig,

@@ -27,7 +27,7 @@ def judge(t: Trajectory, c: JudgeConfig, name: str) -> GraderResult:
     )
 
 
-SPECS = (
+SPECS: tuple[GraderSpec, ...] = (
     GraderSpec(
         "llm_judge",
         JudgeConfig,

@@ -94,7 +94,7 @@ def watch_loop(c: LoopConfig, name: str) -> Gate:
     return Gate(watch.check, start=watch.start, on=ON_TOOL_CALLS, tools=c.tools)
 
 
-SPECS = (
+SPECS: tuple[GraderSpec, ...] = (
     GraderSpec(
         "loop",
         LoopConfig,

@@ -178,7 +178,7 @@ def watch_loop_outcome(c: LoopOutcomeConfig, name: str) -> Gate | None:
     return _watch_repetition(c, c.max_acceptable_retries + 1, partial(_loop_outcome, name, c))
 
 
-SPECS = (
+SPECS: tuple[GraderSpec, ...] = (
     GraderSpec(
         "max-repeat",
         MaxRepeatConfig,

@@ -235,7 +235,7 @@ def watch_step_count(c: StepCountConfig, name: str) -> Gate | None:
     return _count_gate(name, "step-count", STEPS, c.max, " steps")
 
 
-SPECS = (
+SPECS: tuple[GraderSpec, ...] = (
     GraderSpec(
         "token-budget",
         MaxConfig,

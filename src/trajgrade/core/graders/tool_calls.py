@@ -289,7 +289,7 @@ def watch_tool_calls(c: ToolCallsConfig, name: str) -> Gate | None:
     return Gate(check, start=list, tools=[m.name for m, _ in disallowed])
 
 
-SPECS = (
+SPECS: tuple[GraderSpec, ...] = (
     GraderSpec(
         "tool-calls",
         ToolCallsConfig,

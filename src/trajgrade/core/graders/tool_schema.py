@@ -285,7 +285,7 @@ def _by_text(schema: Any) -> _Schema | str | None:
 _validator = ByObject(_by_text, _COMPILED_MAX)
 
 
-SPECS = (
+SPECS: tuple[GraderSpec, ...] = (
     GraderSpec(
         "tool-schema",
         ToolSchemaConfig,

@@ -190,7 +190,7 @@ def _tool_is(step: Step, tool: str) -> bool:
     return step.tool is not None and step.tool.name == tool
 
 
-SPECS = (
+SPECS: tuple[GraderSpec, ...] = (
     GraderSpec(
         "tool_trajectory",
         ToolTrajectoryConfig,

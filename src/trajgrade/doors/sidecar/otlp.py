@@ -24,7 +24,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.util.types import AttributeValue
 
 from trajgrade.core import semconv as sc
-from trajgrade.core.emit import report_attributes, results_attributes
+from trajgrade.core.result_attributes import report_attributes, results_attributes
 from trajgrade.core.running import RunReport
 from trajgrade.doors.sidecar._protowire import (
     MAX_MESSAGE_DEPTH,

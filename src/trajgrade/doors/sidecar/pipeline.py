@@ -43,10 +43,10 @@ from opentelemetry.metrics import MeterProvider, get_meter_provider
 from trajgrade.core import semconv as sc
 from trajgrade.core.collector import RunCollector
 from trajgrade.core.config import Config
-from trajgrade.core.emit import results_attributes
 from trajgrade.core.grading import Grading
 from trajgrade.core.inflight import Breach, InFlightChecks
 from trajgrade.core.internal_errors import internal_errors
+from trajgrade.core.result_attributes import results_attributes
 from trajgrade.core.run_logs import RunLogs, emit_breaches
 from trajgrade.core.running import RunReport
 from trajgrade.core.trajectory.normalize import SpanRecord, normalize
