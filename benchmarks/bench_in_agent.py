@@ -13,9 +13,11 @@ trajgrade's metrics recorded by an SDK ``MeterProvider`` (the figure's own proce
 no-op provider, which an agent without metrics set up has: the SDK spends 15-20 µs on each measurement, and a run
 graded by ``every_grader.yaml`` makes about thirty); the same as the figure with the grading done in the thread
 that ends the root (``worker=False``: the same work, under the same lock, without a second thread: what the worker
-itself costs an agent that never waits); and the grading of one run on the worker: normalizing its
-spans, rebuilding the trajectory and every grader of the config. (``bench_hot_path.py`` measures the per-span hook
-at length.)
+itself costs an agent that never waits); and the grading of one run on the worker: normalizing its spans,
+rebuilding the trajectory and every grader of the config. (``bench_hot_path.py`` measures the per-span hook at
+length.) In rounds of their own: the figure's runs in an agent that exports its spans over OTLP/HTTP to a rotel, as
+one in production does, against that agent alone (its exporter then also encodes and sends trajgrade's evaluation
+spans: what encoding one run's takes is reported beside what its agent spans take).
 
 The figure's agent does nothing but make spans: trajgrade's whole cost is set against the SDK's alone. For
 reference, the same ratio with a real framework making runs of as many spans: the demo's pydantic-ai agent
@@ -30,6 +32,7 @@ import gc
 import random
 import statistics
 import sys
+import tempfile
 import time
 import timeit
 from collections.abc import Callable
@@ -218,8 +221,90 @@ def framework_figure() -> Figure:
     )
 
 
+def exporting_figures() -> list[Figure]:
+    """The figure's runs in an agent that exports its spans, as one in production does: a ``BatchSpanProcessor``
+    with the OTLP/HTTP exporter sending to a rotel (into its blackhole) in another process, against the same agent
+    with ``GradingSpanProcessor`` beside it, whose evaluation spans that exporter sends too; the clock stops once
+    both processors have flushed. Beside it, what the OTLP exporter's encoder takes for one run's spans and for
+    the evaluation span trajgrade adds to them (its ``gen_ai.evaluation.result`` events)."""
+    from bench_sidecar import free_port, rotel, stop
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import SpanProcessor
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    with tempfile.TemporaryDirectory() as workdir:
+        port = free_port()
+        collector = rotel(Path(workdir), port)
+        try:
+            agents: dict[str, tuple[TracerProvider, list[SpanProcessor]]] = {}
+            for name in ("exporting", "exporting + trajgrade"):
+                provider = TracerProvider()
+                processors: list[SpanProcessor] = []
+                if name != "exporting":
+                    processors.append(GradingSpanProcessor(load_config(CONFIG)))
+                processors.append(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces")))
+                for processor in processors:
+                    provider.add_span_processor(processor)
+                agents[name] = provider, processors
+
+            def timed(name: str) -> float:
+                provider, processors = agents[name]
+                t0 = time.perf_counter()
+                make_runs(provider)
+                for processor in processors:
+                    if not processor.force_flush():
+                        raise RuntimeError(f"{name}: a processor did not flush")
+                return time.perf_counter() - t0
+
+            seconds = alternated(timed, list(agents), ROUNDS)
+            for provider, _ in agents.values():
+                provider.shutdown()
+        finally:
+            stop(collector)
+    per_run = {name: statistics.median(s) / RUNS * 1e3 for name, s in seconds.items()}
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(GradingSpanProcessor(load_config(CONFIG), worker=False))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    make_runs(provider, 1)
+    provider.force_flush()
+    spans = exporter.get_finished_spans()
+    evaluation = [s for s in spans if s.name.startswith("evaluation ")]
+    agent = [s for s in spans if not s.name.startswith("evaluation ")]
+    if len(evaluation) != 1 or len(agent) != SPANS:
+        raise RuntimeError(f"one run exported {len(agent)} agent spans and {len(evaluation)} evaluation spans")
+    encode = {
+        label: min(timeit.repeat(lambda ss=ss: encode_spans(ss).SerializeToString(), number=100, repeat=5)) / 100
+        for label, ss in (("agent", agent), ("evaluation", evaluation))
+    }
+    events = len(evaluation[0].events)
+    return [
+        Figure(
+            "  reference: the figure in an agent exporting its spans over OTLP/HTTP (a BatchSpanProcessor to a rotel)",
+            median_ratio(seconds["exporting + trajgrade"], seconds["exporting"]),
+            "x",
+            "-",
+            True,
+            1.0,
+            f"the exporting agent alone, {per_run['exporting']:.2f} ms/run; trajgrade "
+            f"{per_run['exporting + trajgrade']:.2f} ms/run",
+        ),
+        Figure(
+            f"  reference: the OTLP exporter encoding a run's evaluation span ({events} result events)",
+            encode["evaluation"] * 1e3,
+            "ms",
+            "-",
+            True,
+            encode["agent"] * 1e3,
+            f"its {SPANS} agent spans",
+        ),
+    ]
+
+
 def figures() -> list[Figure]:
-    return [*everything_figures(), framework_figure(), grading_figure()]
+    return [*everything_figures(), *exporting_figures(), framework_figure(), grading_figure()]
 
 
 if __name__ == "__main__":
