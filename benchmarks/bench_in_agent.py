@@ -269,7 +269,7 @@ def exporting_figures() -> list[Figure]:
     provider.add_span_processor(GradingSpanProcessor(load_config(CONFIG), worker=False))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     make_runs(provider, 1)
-    provider.force_flush()
+    provider.shutdown()
     spans = exporter.get_finished_spans()
     evaluation = [s for s in spans if s.name.startswith("evaluation ")]
     agent = [s for s in spans if not s.name.startswith("evaluation ")]
